@@ -1,0 +1,440 @@
+//! Inline programs: code that a script hands to another interpreter (`python3 -c`, `bash -c "…"`,
+//! `python3 - <<EOF`, `eval`, `subprocess.run(["bash", "-c", …])`).
+//!
+//! Checking only the outer script would make every nested interpreter a free bypass, so inline code
+//! is extracted here and validated with its own language's rules. Code that is only known at run time
+//! cannot be inspected and is reported by the builtin rules `bash-inline-code-dynamic` and
+//! `python-inline-code-dynamic`.
+
+use serde::Deserialize;
+use tree_sitter::Node;
+
+use super::bash::{BashSem, Invocation};
+use super::grammar::text;
+use super::matcher::{Cx, NameSet};
+use super::python::PySem;
+use super::{RuleError, RuleSet};
+use crate::script::Language;
+
+pub const BASH_DYNAMIC: &str = "bash-inline-code-dynamic";
+pub const PYTHON_DYNAMIC: &str = "python-inline-code-dynamic";
+pub const BASH_BIDI: &str = "bash-bidi-control";
+pub const PYTHON_BIDI: &str = "python-bidi-control";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTable {
+    interpreters: Vec<RawInterpreter>,
+    python_process_calls: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInterpreter {
+    names: Vec<String>,
+    language: String,
+    #[serde(default)]
+    code_flags: Vec<String>,
+    #[serde(default)]
+    module_flags: Vec<String>,
+    #[serde(default)]
+    stdin_markers: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct Interpreter {
+    names: NameSet,
+    /// `None` for languages scriptgate has no rules for (perl, ruby, node…).
+    pub language: Option<Language>,
+    pub code_flags: Vec<String>,
+    pub module_flags: Vec<String>,
+    pub stdin_markers: Vec<String>,
+}
+
+impl Interpreter {
+    /// `-c`, or a cluster ending in it (`bash -lc`).
+    pub fn takes_code(&self, arg: &str) -> bool {
+        is_code_flag(&self.code_flags, arg)
+    }
+}
+
+fn is_code_flag<S: AsRef<str>>(flags: &[S], arg: &str) -> bool {
+    flags.iter().map(AsRef::as_ref).any(|f| {
+        arg == f
+            || (f.len() == 2
+                && arg.starts_with('-')
+                && !arg.starts_with("--")
+                && arg.len() > 2
+                && arg[1..].chars().all(|c| c.is_ascii_alphabetic())
+                && arg.ends_with(&f[1..]))
+    })
+}
+
+/// Programs that take code inline, and the Python calls that start processes.
+#[derive(Debug)]
+pub struct Interpreters {
+    table: Vec<Interpreter>,
+    python_process_calls: NameSet,
+}
+
+impl Interpreters {
+    pub fn parse(file: &str, text: &str) -> Result<Self, RuleError> {
+        let raw: RawTable =
+            serde_norway::from_str(text).map_err(|e| RuleError::new(file, e.to_string()))?;
+        let mut table = Vec::new();
+        for (i, r) in raw.interpreters.into_iter().enumerate() {
+            let language = match r.language.as_str() {
+                "other" => None,
+                l => Some(l.parse().map_err(|e: String| {
+                    RuleError::new(file, format!("interpreters[{i}].language: {e}"))
+                })?),
+            };
+            table.push(Interpreter {
+                names: NameSet::new(&r.names)
+                    .map_err(|e| RuleError::new(file, format!("interpreters[{i}].names: {e}")))?,
+                language,
+                code_flags: r.code_flags,
+                module_flags: r.module_flags,
+                stdin_markers: r.stdin_markers,
+            });
+        }
+        let python_process_calls = NameSet::new(&raw.python_process_calls)
+            .map_err(|e| RuleError::new(file, format!("python_process_calls: {e}")))?;
+        Ok(Interpreters {
+            table,
+            python_process_calls,
+        })
+    }
+
+    /// Every program and call name inline code can hide behind (for the name prefilter).
+    pub fn names(&self, language: Language) -> Vec<String> {
+        match language {
+            Language::Python => self.python_process_calls.patterns().to_vec(),
+            Language::Bash => {
+                let mut names: Vec<String> = self
+                    .table
+                    .iter()
+                    .flat_map(|i| i.names.patterns().to_vec())
+                    .collect();
+                names.extend(["eval".to_string(), "su".to_string()]);
+                names
+            }
+        }
+    }
+
+    pub fn lookup(&self, name: &str) -> Option<&Interpreter> {
+        self.table.iter().find(|i| i.names.contains(name))
+    }
+}
+
+pub(super) fn check_builtins(rules: &RuleSet) -> Result<(), RuleError> {
+    for (tree, id) in [
+        (&rules.bash, BASH_DYNAMIC),
+        (&rules.python, PYTHON_DYNAMIC),
+        (&rules.bash, BASH_BIDI),
+        (&rules.python, PYTHON_BIDI),
+    ] {
+        if tree.builtin(id).is_none() {
+            return Err(RuleError::new(
+                format!("patterns/{}/{id}.yml", tree.grammar.language),
+                "this builtin rule is required (set `builtin: true`)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A program found inside another.
+#[derive(Debug, Clone)]
+pub struct Embedded<'t> {
+    pub interpreter: String,
+    pub language: Option<Language>,
+    /// The inline code, or `None` when it is only known at run time.
+    pub code: Option<String>,
+    /// Where findings inside the code are reported when it is not a verbatim part of the source.
+    pub anchor: Node<'t>,
+    /// Byte offset of `code` in the outer source when it appears there verbatim (heredocs, quotes).
+    pub verbatim_at: Option<usize>,
+}
+
+fn verbatim(src: &str, node: Node<'_>, code: &str) -> Option<usize> {
+    let t = text(node, src);
+    let offset = t.find(code)?;
+    (!code.is_empty()).then_some(node.start_byte() + offset)
+}
+
+/// Inline programs started by a Bash `command` node.
+pub fn bash_embedded<'t>(
+    sem: &BashSem<'_>,
+    cx: &Cx<'_, 't>,
+    command: Node<'t>,
+) -> Vec<Embedded<'t>> {
+    let Some(table) = sem.interpreters else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let (invocations, hot) = cx.bash_invocations(sem, command);
+    if !hot {
+        return found;
+    }
+    for inv in invocations.iter() {
+        if inv.name == "eval" && !inv.args.is_empty() {
+            let parts: Option<Vec<String>> = inv.args.iter().map(|a| sem.fold(*a)).collect();
+            let code = parts.map(|p| p.join(" "));
+            let at = code
+                .as_deref()
+                .and_then(|c| verbatim(sem.src, inv.args[0], c));
+            found.push(Embedded {
+                interpreter: "eval".into(),
+                language: Some(Language::Bash),
+                code,
+                anchor: inv.args[0],
+                verbatim_at: at,
+            });
+            continue;
+        }
+        if inv.name == "su" {
+            if let Some(e) =
+                code_after_flag(sem, inv, &["-c", "--command"], "su", Some(Language::Bash))
+            {
+                found.push(e);
+            }
+            continue;
+        }
+        let Some(interp) = table.lookup(&inv.name) else {
+            continue;
+        };
+        let flags: Vec<&str> = interp.code_flags.iter().map(String::as_str).collect();
+        if let Some(e) = code_after_flag(sem, inv, &flags, &inv.name, interp.language)
+            .or_else(|| attached_code(sem, inv, interp))
+        {
+            found.push(e);
+        } else if sem.reads_program_from_stdin(inv) {
+            found.push(stdin_program(sem, command, &inv.name, interp.language));
+        }
+    }
+    found
+}
+
+/// `bash -c CODE`, `python3 -c CODE`, `bash -lc CODE`.
+fn code_after_flag<'t>(
+    sem: &BashSem<'_>,
+    inv: &Invocation<'t>,
+    flags: &[&str],
+    interpreter: &str,
+    language: Option<Language>,
+) -> Option<Embedded<'t>> {
+    let at = inv
+        .args
+        .iter()
+        .position(|a| sem.fold(*a).is_some_and(|v| is_code_flag(flags, &v)))?;
+    let anchor = *inv.args.get(at + 1).unwrap_or(&inv.args[at]);
+    let code = inv.args.get(at + 1).and_then(|n| sem.fold(*n));
+    let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
+    Some(Embedded {
+        interpreter: interpreter.to_string(),
+        language,
+        code,
+        anchor,
+        verbatim_at,
+    })
+}
+
+/// `python3 -c'print(1)'`: the code glued to the flag.
+fn attached_code<'t>(
+    sem: &BashSem<'_>,
+    inv: &Invocation<'t>,
+    interp: &Interpreter,
+) -> Option<Embedded<'t>> {
+    for arg in &inv.args {
+        let value = sem.fold(*arg)?;
+        for flag in &interp.code_flags {
+            if let Some(code) = value
+                .strip_prefix(flag.as_str())
+                .filter(|c| !c.is_empty() && flag.len() == 2 && !value.starts_with("--"))
+            {
+                // Only for interpreters whose flag takes the rest of the word (python, perl, ruby).
+                if interp.language != Some(Language::Bash) {
+                    return Some(Embedded {
+                        interpreter: inv.name.clone(),
+                        language: interp.language,
+                        code: Some(code.to_string()),
+                        anchor: *arg,
+                        verbatim_at: verbatim(sem.src, *arg, code),
+                    });
+                }
+            }
+        }
+        if !value.starts_with('-') {
+            return None;
+        }
+    }
+    None
+}
+
+/// The program an interpreter reads on stdin: a heredoc, a here-string, or the previous pipeline stage.
+fn stdin_program<'t>(
+    sem: &BashSem<'_>,
+    command: Node<'t>,
+    name: &str,
+    language: Option<Language>,
+) -> Embedded<'t> {
+    let k = sem.k;
+    let dynamic = |anchor| Embedded {
+        interpreter: name.to_string(),
+        language,
+        code: None,
+        anchor,
+        verbatim_at: None,
+    };
+    // here-string: a child of the command itself
+    for child in command.children(&mut command.walk()) {
+        if child.kind_id() == k.herestring_redirect {
+            let value = child.named_child(0);
+            let code = value.and_then(|v| sem.fold(v));
+            let anchor = value.unwrap_or(child);
+            let at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
+            return Embedded {
+                interpreter: name.to_string(),
+                language,
+                code,
+                anchor,
+                verbatim_at: at,
+            };
+        }
+    }
+    // heredoc: `cmd <<EOF` (redirected_statement parent), or `cat <<EOF | cmd` (pipeline inside the heredoc)
+    let mut node = command;
+    while let Some(parent) = node.parent() {
+        if parent.kind_id() == k.redirected_statement || parent.kind_id() == k.heredoc_redirect {
+            let redirect = if parent.kind_id() == k.heredoc_redirect {
+                Some(parent)
+            } else {
+                parent
+                    .children(&mut parent.walk())
+                    .find(|c| c.kind_id() == k.heredoc_redirect)
+            };
+            if let Some(body) = redirect.and_then(|r| {
+                r.children(&mut r.walk())
+                    .find(|c| c.kind_id() == k.heredoc_body)
+            }) {
+                let code = text(body, sem.src).to_string();
+                return Embedded {
+                    interpreter: name.to_string(),
+                    language,
+                    verbatim_at: Some(body.start_byte()),
+                    code: Some(code),
+                    anchor: body,
+                };
+            }
+        }
+        if parent.kind_id() == k.pipeline {
+            return piped_program(sem, parent, node, name, language)
+                .unwrap_or_else(|| dynamic(command));
+        }
+        if parent.kind_id() != k.redirected_statement {
+            break;
+        }
+        node = parent;
+    }
+    dynamic(command)
+}
+
+/// `echo 'code' | python3`: the constant output of the stage before.
+fn piped_program<'t>(
+    sem: &BashSem<'_>,
+    pipeline: Node<'t>,
+    stage: Node<'t>,
+    name: &str,
+    language: Option<Language>,
+) -> Option<Embedded<'t>> {
+    let mut previous = None;
+    for child in pipeline.named_children(&mut pipeline.walk()) {
+        if child.id() == stage.id() {
+            break;
+        }
+        previous = Some(child);
+    }
+    let previous = previous?;
+    if previous.kind_id() != sem.k.command {
+        return None;
+    }
+    let inv = sem.invocations(previous).into_iter().next()?;
+    let args: Vec<String> = inv
+        .args
+        .iter()
+        .map(|a| sem.fold(*a))
+        .collect::<Option<_>>()?;
+    let code = match inv.name.as_str() {
+        "echo" => args
+            .iter()
+            .map(String::as_str)
+            .skip_while(|a| matches!(*a, "-e" | "-n" | "-E"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        "printf" if args.len() == 1 => super::bash::decode_c_escapes(&args[0]),
+        _ => return None,
+    };
+    let anchor = inv.args.last().copied().unwrap_or(previous);
+    Some(Embedded {
+        interpreter: name.to_string(),
+        language,
+        verbatim_at: verbatim(sem.src, anchor, &code),
+        code: Some(code),
+        anchor,
+    })
+}
+
+/// Inline programs started by a Python call (`subprocess.run(["bash", "-c", code])`).
+pub fn python_embedded<'t>(
+    sem: &PySem<'_>,
+    cx: &Cx<'_, 't>,
+    table: &Interpreters,
+    call: Node<'t>,
+) -> Vec<Embedded<'t>> {
+    let (names, hot) = cx.callee(call, || sem.callee_names(call));
+    if !hot || !names.iter().any(|n| table.python_process_calls.contains(n)) {
+        return Vec::new();
+    }
+    let args = sem.positional(call);
+    // argv is the first list/tuple argument, or the string arguments themselves (os.execl style).
+    let mut items: Vec<(Node<'t>, Option<String>)> = args
+        .iter()
+        .find_map(|a| sem.list_items(*a))
+        .unwrap_or_else(|| args.iter().map(|a| (*a, sem.fold(*a))).collect());
+    // `sys.executable` is the Python interpreter itself.
+    for (node, value) in &mut items {
+        if value.is_none() && sem.names(*node).iter().any(|n| n == "sys.executable") {
+            *value = Some("python3".to_string());
+        }
+    }
+    let Some(start) = items.iter().position(|(_, v)| {
+        v.as_deref()
+            .is_some_and(|v| table.lookup(super::bash::base_name(v)).is_some())
+    }) else {
+        return Vec::new();
+    };
+    let interp_name = super::bash::base_name(items[start].1.as_deref().unwrap_or("")).to_string();
+    let Some(interp) = table.lookup(&interp_name) else {
+        return Vec::new();
+    };
+    let rest = &items[start + 1..];
+    let Some(flag_at) = rest
+        .iter()
+        .position(|(_, v)| v.as_deref().is_some_and(|v| interp.takes_code(v)))
+    else {
+        return Vec::new();
+    };
+    let (anchor, code) = match rest.get(flag_at + 1) {
+        Some((node, value)) => (*node, value.clone()),
+        None => (rest[flag_at].0, None),
+    };
+    let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
+    vec![Embedded {
+        interpreter: interp_name,
+        language: interp.language,
+        code,
+        anchor,
+        verbatim_at,
+    }]
+}

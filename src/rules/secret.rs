@@ -1,0 +1,362 @@
+//! Secret rules: a regex per credential family behind one shared keyword automaton.
+//!
+//! The automaton runs once over the text; a rule's regex then runs only on the lines that hold one of
+//! its keywords, so the cost is one linear scan plus a few short regex matches.
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use regex::Regex;
+use serde::Deserialize;
+
+use super::{RuleError, RuleMeta};
+use crate::validate::verdict::Severity;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSecretRule {
+    id: String,
+    message: String,
+    #[serde(default)]
+    severity: Option<Severity>,
+    keywords: Vec<String>,
+    regex: String,
+    #[serde(default)]
+    secret_group: Option<usize>,
+    #[serde(default)]
+    entropy: Option<f64>,
+    #[serde(default)]
+    min_length: Option<usize>,
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    specificity: Specificity,
+}
+
+/// How a rule recognises a secret. Where matches overlap, the most specific one is reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Specificity {
+    /// By a variable name (`password = "…"`).
+    Generic,
+    /// By where it appears (a curl header, the userinfo of a URL).
+    Context,
+    /// By the token's own format (a `ghp_` prefix, a PEM header).
+    #[default]
+    Format,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGlobal {
+    #[serde(default)]
+    allow: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct SecretRule {
+    pub meta: RuleMeta,
+    keywords: Vec<String>,
+    regex: Regex,
+    group: usize,
+    entropy: Option<f64>,
+    min_length: usize,
+    allow: Vec<Regex>,
+    specificity: Specificity,
+}
+
+/// One secret found in a text: byte range of the secret itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretMatch {
+    pub rule: usize,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// All secret rules, compiled, with the shared keyword automaton.
+#[derive(Debug)]
+pub struct SecretRules {
+    pub rules: Vec<SecretRule>,
+    keywords: AhoCorasick,
+    /// For each automaton pattern, the rules that listed that keyword.
+    keyword_rules: Vec<Vec<usize>>,
+    global_allow: Vec<Regex>,
+}
+
+fn compile_regex(file: &str, what: &str, pattern: &str) -> Result<Regex, RuleError> {
+    Regex::new(pattern).map_err(|e| RuleError::new(file, format!("{what}: {e}")))
+}
+
+pub(super) fn parse_rule(file: &str, text: &str) -> Result<SecretRule, RuleError> {
+    let raw: RawSecretRule =
+        serde_norway::from_str(text).map_err(|e| RuleError::new(file, e.to_string()))?;
+    if raw.keywords.is_empty() || raw.keywords.iter().any(|k| k.trim().is_empty()) {
+        return Err(RuleError::new(
+            file,
+            "`keywords` must list at least one non-empty keyword",
+        ));
+    }
+    let regex = compile_regex(file, "regex", &raw.regex)?;
+    let groups = regex.captures_len() - 1;
+    let group = raw.secret_group.unwrap_or(usize::from(groups > 0));
+    if group > groups {
+        return Err(RuleError::new(
+            file,
+            format!("secret_group {group} but the regex has {groups} groups"),
+        ));
+    }
+    let allow = raw
+        .allow
+        .iter()
+        .map(|a| compile_regex(file, "allow", a))
+        .collect::<Result<_, _>>()?;
+    Ok(SecretRule {
+        meta: RuleMeta {
+            id: raw.id,
+            severity: raw.severity.unwrap_or(Severity::Block),
+            message: raw.message,
+            note: raw.note,
+        },
+        keywords: raw
+            .keywords
+            .iter()
+            .map(|k| k.to_ascii_lowercase())
+            .collect(),
+        regex,
+        group,
+        entropy: raw.entropy,
+        min_length: raw.min_length.unwrap_or(1),
+        allow,
+        specificity: raw.specificity,
+    })
+}
+
+pub(super) fn parse_global(file: &str, text: &str) -> Result<Vec<Regex>, RuleError> {
+    let raw: RawGlobal =
+        serde_norway::from_str(text).map_err(|e| RuleError::new(file, e.to_string()))?;
+    raw.allow
+        .iter()
+        .map(|a| compile_regex(file, "allow", a))
+        .collect()
+}
+
+impl SecretRules {
+    pub(super) fn new(rules: Vec<SecretRule>, global_allow: Vec<Regex>) -> Result<Self, RuleError> {
+        let mut patterns: Vec<String> = Vec::new();
+        let mut keyword_rules: Vec<Vec<usize>> = Vec::new();
+        for (idx, rule) in rules.iter().enumerate() {
+            for kw in &rule.keywords {
+                match patterns.iter().position(|p| p == kw) {
+                    Some(at) => keyword_rules[at].push(idx),
+                    None => {
+                        patterns.push(kw.clone());
+                        keyword_rules.push(vec![idx]);
+                    }
+                }
+            }
+        }
+        // A DFA: overlapping search over every script, with ~150 short patterns, is its hot path.
+        let keywords = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(&patterns)
+            .map_err(|e| RuleError::new("patterns/secrets", e.to_string()))?;
+        Ok(SecretRules {
+            rules,
+            keywords,
+            keyword_rules,
+            global_allow,
+        })
+    }
+
+    /// Every secret in `text`, in order of position.
+    pub fn scan(&self, text: &str) -> Vec<SecretMatch> {
+        // Hits arrive in text order, so "already scanned this line" is the last line per rule.
+        let mut last_line = vec![usize::MAX; self.rules.len()];
+        let mut found = Vec::new();
+        for hit in self.keywords.find_overlapping_iter(text) {
+            let (line_start, line_end) = line_bounds(text, hit.start());
+            for &rule in &self.keyword_rules[hit.pattern().as_usize()] {
+                if last_line[rule] != line_start {
+                    last_line[rule] = line_start;
+                    self.scan_line(rule, text, line_start, line_end, &mut found);
+                }
+            }
+        }
+        self.prefer_specific(found)
+    }
+
+    /// One finding per secret: where matches overlap, the most specific rule's is kept.
+    fn prefer_specific(&self, mut found: Vec<SecretMatch>) -> Vec<SecretMatch> {
+        found.sort_by_key(|m| {
+            (
+                std::cmp::Reverse(self.rules[m.rule].specificity),
+                m.start,
+                m.rule,
+            )
+        });
+        let mut kept: Vec<SecretMatch> = Vec::with_capacity(found.len());
+        for m in found {
+            if !kept.iter().any(|k| k.start < m.end && m.start < k.end) {
+                kept.push(m);
+            }
+        }
+        kept.sort_by_key(|m| (m.start, m.rule));
+        kept
+    }
+
+    fn scan_line(
+        &self,
+        idx: usize,
+        text: &str,
+        line_start: usize,
+        line_end: usize,
+        out: &mut Vec<SecretMatch>,
+    ) {
+        let rule = &self.rules[idx];
+        let line = &text[line_start..line_end];
+        // Most keyword lines hold no secret; a match test is much cheaper than a capture search.
+        if !rule.regex.is_match(line) {
+            return;
+        }
+        for caps in rule.regex.captures_iter(line) {
+            let Some(secret) = caps.get(rule.group) else {
+                continue;
+            };
+            if self.is_real(rule, secret.as_str()) {
+                out.push(SecretMatch {
+                    rule: idx,
+                    start: line_start + secret.start(),
+                    end: line_start + secret.end(),
+                });
+            }
+        }
+    }
+
+    fn is_real(&self, rule: &SecretRule, secret: &str) -> bool {
+        if secret.chars().count() < rule.min_length {
+            return false;
+        }
+        if let Some(min) = rule.entropy
+            && shannon_entropy(secret) < min
+        {
+            return false;
+        }
+        !rule
+            .allow
+            .iter()
+            .chain(&self.global_allow)
+            .any(|a| a.is_match(secret))
+    }
+}
+
+fn line_bounds(text: &str, at: usize) -> (usize, usize) {
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    (start, end)
+}
+
+/// Shannon entropy in bits per character.
+pub fn shannon_entropy(s: &str) -> f64 {
+    let mut counts: Vec<(char, u32)> = Vec::new();
+    let mut total = 0u32;
+    for c in s.chars() {
+        total += 1;
+        match counts.iter_mut().find(|(k, _)| *k == c) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((c, 1)),
+        }
+    }
+    if total == 0 {
+        return 0.0;
+    }
+    let total = f64::from(total);
+    counts
+        .iter()
+        .map(|&(_, n)| {
+            let p = f64::from(n) / total;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+/// The form of a secret that may be shown: its first characters, then `***`.
+pub fn redact(secret: &str) -> String {
+    let keep = if secret.chars().count() >= 12 { 4 } else { 2 };
+    let prefix: String = secret.chars().take(keep).collect();
+    format!("{prefix}***")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entropy_of_uniform_and_repeated_strings() {
+        assert!((shannon_entropy("abcd") - 2.0).abs() < 1e-9);
+        assert_eq!(shannon_entropy("aaaa"), 0.0);
+        assert_eq!(shannon_entropy(""), 0.0);
+    }
+
+    #[test]
+    fn redaction_never_shows_more_than_four_characters() {
+        assert_eq!(redact("ghp_abcdefghijklmnop"), "ghp_***");
+        assert_eq!(redact("short"), "sh***");
+    }
+
+    fn rules(yaml: &str) -> SecretRules {
+        let rule = parse_rule("t.yml", yaml).expect("rule compiles");
+        SecretRules::new(vec![rule], vec![]).expect("automaton builds")
+    }
+
+    #[test]
+    fn regex_runs_only_on_lines_with_a_keyword() {
+        let r = rules("id: t\nmessage: m\nkeywords: [tok_]\nregex: '(tok_[a-z]{4})'\n");
+        let text = "a = 1\nb = 'tok_abcd'\nTOK_ = 'zzzz'\n";
+        let found = r.scan(text);
+        assert_eq!(found.len(), 1);
+        assert_eq!(&text[found[0].start..found[0].end], "tok_abcd");
+    }
+
+    #[test]
+    fn entropy_length_and_allow_filter_candidates() {
+        let r = rules(
+            "id: t\nmessage: m\nkeywords: [k=]\nregex: 'k=(\\w+)'\nentropy: 2.5\nmin_length: 6\nallow: ['^example']\n",
+        );
+        assert!(r.scan("k=aaaaaaaa").is_empty(), "low entropy");
+        assert!(r.scan("k=abc").is_empty(), "too short");
+        assert!(r.scan("k=exampleXyz9").is_empty(), "allowed");
+        assert_eq!(r.scan("k=q8Zr2LmX").len(), 1);
+    }
+
+    #[test]
+    fn more_specific_rules_win_where_matches_overlap() {
+        let specific = parse_rule(
+            "a.yml",
+            "id: gh\nmessage: m\nkeywords: [ghp_]\nregex: '(ghp_\\w{8})'\n",
+        )
+        .expect("rule");
+        let generic = parse_rule("b.yml", "id: generic\nmessage: m\nkeywords: [token]\nregex: 'token = \"(\\w+)\"'\nspecificity: generic\n").expect("rule");
+        let rules = SecretRules::new(vec![generic, specific], vec![]).expect("automaton");
+        let found = rules.scan("token = \"ghp_abcdefgh\"\ntoken = \"zq8Xk2Lm\"\n");
+        let ids: Vec<&str> = found
+            .iter()
+            .map(|m| rules.rules[m.rule].meta.id.as_str())
+            .collect();
+        assert_eq!(ids, ["gh", "generic"]);
+    }
+
+    #[test]
+    fn bad_rules_name_their_problem() {
+        let err = parse_rule("bad.yml", "id: t\nmessage: m\nkeywords: []\nregex: 'x'\n")
+            .expect_err("empty keywords");
+        assert!(err.to_string().contains("bad.yml"));
+        let err = parse_rule(
+            "bad.yml",
+            "id: t\nmessage: m\nkeywords: [x]\nregex: '(?=x)'\n",
+        )
+        .expect_err("look-around is not RE2");
+        assert!(err.to_string().contains("regex"));
+    }
+}

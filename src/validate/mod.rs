@@ -1,0 +1,298 @@
+//! Validation: every script passes size → syntax → language → secrets → dangerous before any
+//! container exists. The first layer with a blocking finding rejects the script; warn findings are
+//! reported without blocking (unless configured to block).
+//!
+//! It is defence in depth, not the boundary (the container is), but it works on the syntax tree, so a
+//! word in a comment or a string does not trip it while an aliased or string-built call does.
+
+mod dangerous;
+mod language;
+mod limits;
+mod secrets;
+pub mod syntax;
+pub mod verdict;
+mod walk;
+
+use std::sync::Arc;
+
+use crate::rules::RuleSet;
+use crate::rules::bash::BashKinds;
+use crate::rules::grammar::Grammar;
+use crate::rules::python::PyKinds;
+use crate::script::{Language, Script};
+use syntax::bash::BashSyntax;
+use syntax::python::PySyntax;
+use verdict::{Finding, Layer, Positions, Severity, Verdict};
+
+/// Validation settings.
+#[derive(Debug, Clone)]
+pub struct ValidationConfig {
+    /// Scripts longer than this many characters are rejected before parsing.
+    pub max_chars: usize,
+    /// Treat `warn` findings as blocking.
+    pub block_on_warn: bool,
+}
+
+impl Default for ValidationConfig {
+    fn default() -> Self {
+        ValidationConfig {
+            max_chars: 10_000,
+            block_on_warn: false,
+        }
+    }
+}
+
+/// Node-kind ids the checks use, resolved once.
+#[derive(Debug)]
+pub struct Kinds {
+    pub py: PyKinds,
+    pub sh: BashKinds,
+    pub py_syntax: PySyntax,
+    pub sh_syntax: BashSyntax,
+    /// Per language (python, bash): what the walk does with each node kind.
+    interest: [Vec<u8>; 2],
+}
+
+impl Kinds {
+    fn new(rules: &RuleSet) -> Self {
+        use walk::interest::{CANDIDATE, FACT, SITE, STRING, SYNTAX};
+        let py = Grammar::new(Language::Python);
+        let sh = Grammar::new(Language::Bash);
+        let py_kinds = PyKinds::new(&py);
+        let sh_kinds = BashKinds::new(&sh);
+        let py_syntax = PySyntax::new(&py);
+        let sh_syntax = BashSyntax::new(&sh);
+        let table = |g: &Grammar, groups: &[(u8, Vec<u16>)]| {
+            let mut t = vec![0u8; g.kind_count()];
+            let tree = rules.tree(g.language);
+            for (kind, flags) in t.iter_mut().enumerate() {
+                if tree.indexes_kind(kind) {
+                    *flags |= CANDIDATE;
+                }
+            }
+            for (flag, kinds) in groups {
+                for &k in kinds {
+                    t[usize::from(k)] |= flag;
+                }
+            }
+            t
+        };
+        let kind = |g: &Grammar, names: &[&str]| {
+            names.iter().map(|n| g.known_kind(n)).collect::<Vec<u16>>()
+        };
+        let py_table = table(
+            &py,
+            &[
+                (
+                    FACT,
+                    kind(
+                        &py,
+                        &[
+                            "import_statement",
+                            "import_from_statement",
+                            "assignment",
+                            "augmented_assignment",
+                            "for_statement",
+                        ],
+                    ),
+                ),
+                (SYNTAX, py_syntax.kinds()),
+                (SITE, vec![py_kinds.call]),
+                (STRING, kind(&py, &["string"])),
+            ],
+        );
+        let sh_table = table(
+            &sh,
+            &[
+                (
+                    FACT,
+                    kind(&sh, &["variable_assignment", "for_statement", "command"]),
+                ),
+                (SYNTAX, sh_syntax.kinds()),
+                (SITE, vec![sh_kinds.command]),
+                (
+                    STRING,
+                    kind(&sh, &["string", "raw_string", "ansi_c_string", "word"]),
+                ),
+            ],
+        );
+        Kinds {
+            py: py_kinds,
+            sh: sh_kinds,
+            py_syntax,
+            sh_syntax,
+            interest: [py_table, sh_table],
+        }
+    }
+
+    pub fn interest(&self, language: Language) -> &[u8] {
+        &self.interest[usize::from(language == Language::Bash)]
+    }
+}
+
+/// The text tree-sitter parses: Bash gets the grammar-gap normalisation (same length and offsets).
+fn parse_text(language: Language, text: &str) -> std::borrow::Cow<'_, str> {
+    match language {
+        Language::Bash => syntax::bash::normalize(text),
+        Language::Python => std::borrow::Cow::Borrowed(text),
+    }
+}
+
+/// Runs the layers over scripts. Cheap to share: rules are compiled once and validation does no I/O.
+#[derive(Debug, Clone)]
+pub struct Validator {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    rules: RuleSet,
+    kinds: Kinds,
+    config: ValidationConfig,
+}
+
+impl Validator {
+    pub fn new(rules: RuleSet, config: ValidationConfig) -> Self {
+        Validator {
+            inner: Arc::new(Inner {
+                kinds: Kinds::new(&rules),
+                rules,
+                config,
+            }),
+        }
+    }
+
+    pub fn rules(&self) -> &RuleSet {
+        &self.inner.rules
+    }
+
+    pub fn config(&self) -> &ValidationConfig {
+        &self.inner.config
+    }
+
+    pub(crate) fn kinds(&self) -> &Kinds {
+        &self.inner.kinds
+    }
+
+    pub fn validate(&self, script: &Script) -> Verdict {
+        let mut verdict = Verdict {
+            language: script.language,
+            valid: true,
+            layer: None,
+            findings: Vec::new(),
+        };
+        self.run_layers(script, &mut verdict);
+        verdict
+    }
+
+    fn run_layers(&self, script: &Script, verdict: &mut Verdict) {
+        let text = script.text.as_str();
+        let language = script.language;
+        if let Some(f) = limits::check(text, self.inner.config.max_chars) {
+            return self.reject(verdict, Layer::Size, vec![f]);
+        }
+        let parsed = parse_text(language, text);
+        let tree = self.inner.rules.tree(language).grammar.parse(&parsed);
+        let pos = Positions::new(text);
+        let walk = walk::run(
+            &self.inner.kinds,
+            self.inner.rules.tree(language),
+            &tree,
+            &parsed,
+            &pos,
+        );
+        if !walk.syntax.is_empty() {
+            return match language::mislabelled(language, text) {
+                Some(f) => self.reject(verdict, Layer::Language, vec![f]),
+                None => self.reject(verdict, Layer::Syntax, walk.syntax),
+            };
+        }
+        if let Some(f) = language::check(language, text) {
+            return self.reject(verdict, Layer::Language, vec![f]);
+        }
+        if self.accumulate(verdict, Layer::Secrets, self.secrets(&walk, &parsed, &pos)) {
+            return;
+        }
+        self.accumulate(
+            verdict,
+            Layer::Dangerous,
+            self.dangerous(language, &walk, &parsed, &pos),
+        );
+    }
+
+    /// Every finding of every layer, without stopping at the first rejection (for rule tests and
+    /// diagnostics).
+    pub fn inspect(&self, script: &Script) -> Vec<Finding> {
+        let text = script.text.as_str();
+        let language = script.language;
+        let mut all: Vec<Finding> = limits::check(text, self.inner.config.max_chars)
+            .into_iter()
+            .collect();
+        let parsed = parse_text(language, text);
+        let tree = self.inner.rules.tree(language).grammar.parse(&parsed);
+        let pos = Positions::new(text);
+        let walk = walk::run(
+            &self.inner.kinds,
+            self.inner.rules.tree(language),
+            &tree,
+            &parsed,
+            &pos,
+        );
+        all.extend(walk.syntax.iter().cloned());
+        all.extend(language::check(language, text));
+        all.extend(self.secrets(&walk, &parsed, &pos));
+        all.extend(self.dangerous(language, &walk, &parsed, &pos));
+        all
+    }
+
+    fn secrets(&self, walk: &walk::Walk<'_>, text: &str, pos: &Positions<'_>) -> Vec<Finding> {
+        let sem = dangerous::semantics(self, walk, text);
+        secrets::check(&self.inner.rules.secrets, text, &walk.strings, &sem, pos)
+    }
+
+    fn dangerous(
+        &self,
+        language: Language,
+        walk: &walk::Walk<'_>,
+        text: &str,
+        pos: &Positions<'_>,
+    ) -> Vec<Finding> {
+        dangerous::hits(self, language, text, walk, 0)
+            .into_iter()
+            .map(|h| {
+                let (line, column) = pos.at(h.at);
+                Finding {
+                    layer: Layer::Dangerous,
+                    rule: h.rule,
+                    severity: h.severity,
+                    message: h.message,
+                    line,
+                    column,
+                }
+            })
+            .collect()
+    }
+
+    fn blocks(&self, f: &Finding) -> bool {
+        f.severity == Severity::Block || self.inner.config.block_on_warn
+    }
+
+    /// Adds a layer's findings; returns true when they reject the script.
+    fn accumulate(&self, verdict: &mut Verdict, layer: Layer, mut found: Vec<Finding>) -> bool {
+        found.sort_by_key(|f| (f.line, f.column));
+        found.dedup_by(|a, b| a.rule == b.rule && a.line == b.line && a.column == b.column);
+        let rejected = found.iter().any(|f| self.blocks(f));
+        verdict.findings.extend(found);
+        if rejected {
+            verdict.valid = false;
+            verdict.layer = Some(layer);
+        }
+        rejected
+    }
+
+    fn reject(&self, verdict: &mut Verdict, layer: Layer, found: Vec<Finding>) {
+        self.accumulate(verdict, layer, found);
+        verdict.valid = false;
+        verdict.layer = Some(layer);
+    }
+}

@@ -1,0 +1,241 @@
+//! Bash syntax checks: tree-sitter-bash ERROR and MISSING nodes with shell-like messages.
+//!
+//! tree-sitter-bash (0.25) reports an ERROR for a valid heredoc line that continues after the
+//! delimiter (`cat <<EOF; echo done`, `cat <<EOF 2>/dev/null | grep x`): the operator becomes an ERROR
+//! and the rest of the line plain words (tree-sitter-bash #346). Those ERRORs are not reported; the
+//! rest of the line is handed back as a region to parse and check on its own, so a command hidden
+//! there is still seen by the rules. A line that starts with a backslash in column 0 (`\rm -rf /`,
+//! the usual way to bypass an alias) is glued to the previous command as extra arguments, hiding the
+//! command from every rule: [`normalize`] parses a copy where that backslash is a space (same program,
+//! same byte offsets). A reserved word in command position (a stray `fi`, `done`, `then`) parses as a
+//! command named `fi`; bash rejects it, and so does this layer. `3<>file` gets an ERROR for the `>` of its `<>` operator, inside
+//! an otherwise complete redirect: also not reported. An unterminated heredoc is only a warning for `bash -n`, but it
+//! swallows the rest of the script, so it is rejected here.
+
+use std::borrow::Cow;
+
+use tree_sitter::Node;
+
+use super::{excerpt, finding, first_token};
+use crate::rules::grammar::{Grammar, text};
+use crate::validate::verdict::{Finding, Positions};
+
+/// Words bash only accepts as part of a compound command, never as a command name.
+const RESERVED: [&str; 8] = ["fi", "done", "then", "else", "elif", "esac", "do", "}"];
+
+/// The text to parse: `text` with column-0 backslashes that start a command line turned into spaces
+/// (see the module docs). Borrowed when nothing needs changing.
+pub fn normalize(text: &str) -> Cow<'_, str> {
+    if !text.contains("\n\\") {
+        return Cow::Borrowed(text);
+    }
+    let mut bytes = text.as_bytes().to_vec();
+    for i in 1..bytes.len() {
+        let line_start = bytes[i - 1] == b'\n';
+        let continued = i >= 2 && bytes[i - 2] == b'\\';
+        if line_start
+            && !continued
+            && bytes[i] == b'\\'
+            && bytes.get(i + 1).is_some_and(|b| *b != b'\n')
+        {
+            bytes[i] = b' ';
+        }
+    }
+    // Only ASCII backslashes were replaced by ASCII spaces, so the bytes are still UTF-8.
+    Cow::Owned(String::from_utf8(bytes).expect("ASCII-for-ASCII replacement keeps UTF-8"))
+}
+
+#[derive(Debug, Clone)]
+pub struct BashSyntax {
+    command: u16,
+    word: u16,
+    f_name: u16,
+    heredoc_redirect: u16,
+    file_redirect: u16,
+    heredoc_start: u16,
+    heredoc_body: u16,
+}
+
+impl BashSyntax {
+    pub fn new(g: &Grammar) -> Self {
+        BashSyntax {
+            command: g.known_kind("command"),
+            word: g.known_kind("word"),
+            f_name: g.known_field("name"),
+            heredoc_redirect: g.known_kind("heredoc_redirect"),
+            file_redirect: g.known_kind("file_redirect"),
+            heredoc_start: g.known_kind("heredoc_start"),
+            heredoc_body: g.known_kind("heredoc_body"),
+        }
+    }
+
+    /// The node kinds [`BashSyntax::check`] looks at when the tree has no errors.
+    pub fn kinds(&self) -> Vec<u16> {
+        vec![self.command]
+    }
+
+    /// Checks one node. Returns false when the walk should not descend. `regions` receives byte
+    /// ranges of code hidden by the heredoc grammar gap.
+    pub fn check(
+        &self,
+        node: Node<'_>,
+        has_errors: bool,
+        src: &str,
+        pos: &Positions<'_>,
+        out: &mut Vec<Finding>,
+        regions: &mut Vec<(usize, usize)>,
+    ) -> bool {
+        if has_errors && node.is_error() {
+            if let Some(region) = self.heredoc_gap(node, src) {
+                regions.push(region);
+                return false;
+            }
+            if self.read_write_redirect_gap(node, src) {
+                return false;
+            }
+            out.push(error_message(node, src, pos));
+            return false;
+        }
+        if has_errors && node.is_missing() {
+            out.push(self.missing_message(node, src, pos));
+            return false;
+        }
+        if node.kind_id() == self.command
+            && let Some(name) = node.child_by_field_id(self.f_name)
+            && name.named_child_count() == 1
+            && name
+                .named_child(0)
+                .is_some_and(|w| w.kind_id() == self.word)
+            && RESERVED.contains(&text(name, src))
+        {
+            out.push(finding(
+                pos,
+                name.start_byte(),
+                "unexpected-token",
+                format!("syntax error near unexpected token `{}`", text(name, src)),
+            ));
+        }
+        true
+    }
+
+    /// An ERROR that is only an operator right after a heredoc start: returns the rest of that line.
+    fn heredoc_gap(&self, node: Node<'_>, src: &str) -> Option<(usize, usize)> {
+        let parent = node.parent()?;
+        if parent.kind_id() != self.heredoc_redirect {
+            return None;
+        }
+        if !matches!(text(node, src).trim(), ";" | "|" | "&&" | "||" | "&" | "|&") {
+            return None;
+        }
+        let body_start = parent
+            .children(&mut parent.walk())
+            .find(|c| c.kind_id() == self.heredoc_body)
+            .map_or(parent.end_byte(), |b| b.start_byte());
+        let line_end = src[node.end_byte()..]
+            .find('\n')
+            .map_or(src.len(), |i| node.end_byte() + i)
+            .min(body_start);
+        Some((node.end_byte(), line_end))
+    }
+
+    /// `3<>file` (open for reading and writing) is valid bash, but the grammar has no `<>` operator:
+    /// it leaves the `>` as an ERROR inside an otherwise complete file_redirect.
+    fn read_write_redirect_gap(&self, node: Node<'_>, src: &str) -> bool {
+        node.parent()
+            .is_some_and(|p| p.kind_id() == self.file_redirect)
+            && text(node, src) == ">"
+            && src[..node.start_byte()].ends_with('<')
+    }
+
+    fn missing_message(&self, node: Node<'_>, src: &str, pos: &Positions<'_>) -> Finding {
+        let (rule, message) = match node.kind() {
+            "fi" => ("unterminated-if", "`if` without `fi`".to_string()),
+            "done" => ("unterminated-loop", "loop without `done`".to_string()),
+            "esac" => ("unterminated-case", "`case` without `esac`".to_string()),
+            "then" => ("missing-then", "`if` without `then`".to_string()),
+            "do" => ("missing-do", "loop without `do`".to_string()),
+            "}" => ("unclosed-brace", "`{` without `}`".to_string()),
+            ")" => ("unclosed-paren", "`(` without `)`".to_string()),
+            "\"" => (
+                "unterminated-string",
+                "unterminated double-quoted string".to_string(),
+            ),
+            "heredoc_end" => {
+                let wanted = node
+                    .parent()
+                    .and_then(|p| {
+                        p.children(&mut p.walk())
+                            .find(|c| c.kind_id() == self.heredoc_start)
+                    })
+                    .map(|s| text(s, src).trim_matches(['\'', '"']).to_string())
+                    .unwrap_or_default();
+                (
+                    "unterminated-heredoc",
+                    format!("here-document delimited by end of file (wanted `{wanted}`)"),
+                )
+            }
+            other => ("missing-token", format!("missing `{other}`")),
+        };
+        let at = if node.kind() == "heredoc_end" {
+            node.parent().map_or(node.start_byte(), |p| p.start_byte())
+        } else {
+            node.start_byte()
+        };
+        finding(pos, at, rule, message)
+    }
+}
+
+fn error_message(node: Node<'_>, src: &str, pos: &Positions<'_>) -> Finding {
+    let token = first_token(node).map(|t| text(t, src)).unwrap_or("");
+    let (rule, message) = match token {
+        "case" => ("unterminated-case", "`case` without `esac`".to_string()),
+        "if" => ("unterminated-if", "`if` without `fi`".to_string()),
+        "for" | "while" | "until" | "select" => {
+            ("unterminated-loop", "loop without `done`".to_string())
+        }
+        "\"" => (
+            "unterminated-string",
+            "unterminated double-quoted string".to_string(),
+        ),
+        "'" => (
+            "unterminated-string",
+            "unterminated single-quoted string".to_string(),
+        ),
+        "$(" | "(" | "<(" | ">(" => ("unclosed-paren", format!("`{token}` without `)`")),
+        "{" | "${" => ("unclosed-brace", format!("`{token}` without `}}`")),
+        "fi" | "done" | "esac" | "then" | "do" | "else" | "elif" | "}" | ")" | ";;" => (
+            "unexpected-token",
+            format!("syntax error near unexpected token `{token}`"),
+        ),
+        _ if text(node, src).starts_with('\'') => (
+            "unterminated-string",
+            "unterminated single-quoted string".to_string(),
+        ),
+        _ if text(node, src).starts_with('"') => (
+            "unterminated-string",
+            "unterminated double-quoted string".to_string(),
+        ),
+        _ => (
+            "syntax-error",
+            format!("syntax error near `{}`", excerpt(node, src)),
+        ),
+    };
+    finding(pos, node.start_byte(), rule, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize;
+
+    #[test]
+    fn column_zero_backslash_commands_are_normalized_in_place() {
+        let text = "echo hi\n\\rm -rf /\nfoo \\\n\\bar\n";
+        let fixed = normalize(text);
+        assert_eq!(fixed.len(), text.len());
+        assert_eq!(fixed, "echo hi\n rm -rf /\nfoo \\\n\\bar\n");
+        assert!(matches!(
+            normalize("echo hi\n  \\rm x\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+}

@@ -1,0 +1,87 @@
+//! The `scriptgate validate` command: output shape and exit codes, by running the real binary.
+
+use std::process::Command;
+
+fn scriptgate(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_scriptgate"))
+        .args(args)
+        .output()
+        .expect("binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("write temp file");
+    path.display().to_string()
+}
+
+#[test]
+fn valid_files_exit_zero_with_one_json_line_each() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let py = write(&dir, "ok.py", "print('hello')\n");
+    let sh = write(&dir, "ok.sh", "echo hello\n");
+    let (code, stdout, _) = scriptgate(&["validate", &py, &sh]);
+    assert_eq!(code, 0);
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["file"], py.as_str());
+    assert_eq!(lines[0]["language"], "python");
+    assert_eq!(lines[0]["valid"], true);
+    assert!(lines[0]["layer"].is_null());
+    assert_eq!(lines[1]["language"], "bash");
+}
+
+#[test]
+fn a_rejected_file_exits_one_and_names_layer_rule_and_position() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = write(&dir, "bad.py", "import os\nx = 1\nos.system('id')\n");
+    let (code, stdout, _) = scriptgate(&["validate", &bad]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["layer"], "dangerous");
+    let f = &v["findings"][0];
+    assert_eq!(f["layer"], "dangerous");
+    assert_eq!(f["rule"], "python-os-command");
+    assert_eq!(f["severity"], "block");
+    assert_eq!(
+        (f["line"].as_u64(), f["column"].as_u64()),
+        (Some(3), Some(1))
+    );
+}
+
+#[test]
+fn language_comes_from_flag_then_extension_then_shebang() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shebang = write(&dir, "noext", "#!/usr/bin/env python3\nprint(1)\n");
+    let (code, stdout, _) = scriptgate(&["validate", &shebang]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("\"language\":\"python\""));
+    let txt = write(&dir, "script.txt", "echo hi\n");
+    let (code, stdout, _) = scriptgate(&["validate", "--language", "bash", &txt]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("\"language\":\"bash\""));
+}
+
+#[test]
+fn usage_and_read_errors_exit_two_with_a_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let unknown = write(&dir, "notes.txt", "hello\n");
+    let (code, stdout, stderr) = scriptgate(&["validate", &unknown]);
+    assert_eq!(code, 2);
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("cannot tell the language"), "{stderr}");
+    let (code, _, stderr) = scriptgate(&["validate", "/nonexistent/x.py"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot read"), "{stderr}");
+    let (code, _, _) = scriptgate(&["validate"]);
+    assert_eq!(code, 2);
+}
