@@ -1,0 +1,148 @@
+//! Starting the interpreter: Python before the job (its start-up is the cost to hide), Bash with
+//! the job (it starts in about a millisecond, and `bash -c SCRIPT script.sh` gives the familiar
+//! `script.sh: line N:` messages).
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use scriptgate_supervisor::Job;
+
+use crate::sys;
+
+/// The Python program that waits on fd 3 for the script, then runs it as `__main__` with
+/// tracebacks that show `<script>` and its lines (not this bootstrap).
+const PYTHON_BOOTSTRAP: &str = r#"def _scriptgate_main():
+    import os, sys, linecache, traceback
+    with os.fdopen(3, "rb") as f:
+        src = f.read().decode("utf-8")
+    name = "<script>"
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    g = sys.modules["__main__"].__dict__
+    g.pop("_scriptgate_main", None)
+    g["__file__"] = name
+    sys.argv[:] = [name]
+    try:
+        exec(compile(src, name, "exec"), g)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
+            tb = tb.tb_next
+        e.__traceback__ = tb
+        if sys.excepthook is sys.__excepthook__:
+            traceback.print_exception(type(e), e, tb)
+        else:
+            sys.excepthook(type(e), e, tb)
+        sys.exit(1)
+_scriptgate_main()
+"#;
+
+/// A started interpreter and the parent ends of its pipes.
+#[derive(Debug)]
+pub struct Running {
+    pub pid: libc::pid_t,
+    pub stdin: Option<OwnedFd>,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    /// Python only: where the script is written (fd 3 in the child).
+    pub code: Option<OwnedFd>,
+}
+
+#[derive(Debug)]
+pub enum Launch {
+    /// Already running, waiting for its program on fd 3.
+    Python(Option<Running>),
+    Bash,
+}
+
+impl Launch {
+    pub fn new(language: &str) -> Result<Self, String> {
+        match language {
+            "python" => {
+                let (code_read, code_write) = sys::pipe()?;
+                let args = ["-I", "-u", "-c", PYTHON_BOOTSTRAP];
+                let mut running = spawn("python3", &args, Some(&code_read))?;
+                drop(code_read);
+                sys::set_nonblocking(&code_write)?;
+                running.code = Some(code_write);
+                Ok(Launch::Python(Some(running)))
+            }
+            "bash" => Ok(Launch::Bash),
+            other => Err(format!(
+                "unknown language `{other}` (expected python or bash)"
+            )),
+        }
+    }
+
+    /// The interpreter for `job`, started now for Bash.
+    pub fn start(&mut self, job: &Job) -> Result<Running, String> {
+        match self {
+            Launch::Python(running) => running
+                .take()
+                .ok_or_else(|| "interpreter already used".to_string()),
+            Launch::Bash => spawn(
+                "bash",
+                &["--noprofile", "--norc", "-c", &job.script, "script.sh"],
+                None,
+            ),
+        }
+    }
+}
+
+fn spawn(program: &str, args: &[&str], code: Option<&OwnedFd>) -> Result<Running, String> {
+    let (stdin_read, stdin_write) = sys::pipe()?;
+    let (stdout_read, stdout_write) = sys::pipe()?;
+    let (stderr_read, stderr_write) = sys::pipe()?;
+    let code_fd: Option<RawFd> = code.map(AsRawFd::as_raw_fd);
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::from(stdin_read))
+        .stdout(Stdio::from(stdout_write))
+        .stderr(Stdio::from(stderr_write));
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
+    // (setsid, open/write/close, sigprocmask, dup2, fcntl) on integers and static strings.
+    unsafe {
+        command.pre_exec(move || {
+            // Its own session: the script and its background jobs can be killed as one group.
+            libc::setsid();
+            // The script is the OOM killer's first choice, never the supervisor.
+            let path = c"/proc/self/oom_score_adj";
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                libc::write(fd, b"1000".as_ptr().cast(), 4);
+                libc::close(fd);
+            }
+            // The supervisor blocks SIGCHLD for its signalfd; the script starts with no mask.
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            if let Some(fd) = code_fd {
+                if fd == 3 {
+                    libc::fcntl(3, libc::F_SETFD, 0);
+                } else if libc::dup2(fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = command
+        .spawn()
+        .map_err(|e| format!("starting {program}: {e}"))?;
+    // The supervisor reaps with waitpid(-1); std's handle is not needed beyond the pid.
+    let pid = libc::pid_t::try_from(child.id()).map_err(|_| "pid out of range".to_string())?;
+    drop(child);
+    for fd in [&stdin_write, &stdout_read, &stderr_read] {
+        sys::set_nonblocking(fd)?;
+    }
+    Ok(Running {
+        pid,
+        stdin: Some(stdin_write),
+        stdout: stdout_read,
+        stderr: stderr_read,
+        code: None,
+    })
+}

@@ -1,0 +1,223 @@
+//! The protocol between the scriptgate service and the supervisor that is PID 1 of every runner
+//! container.
+//!
+//! The container's stdin carries one length-prefixed JSON [`Job`] from the host. Its stdout carries
+//! frames from the supervisor: `[kind: u8][length: u32 big-endian][payload]`. The script's own
+//! output only ever travels inside `Stdout`/`Stderr` frames, so nothing it prints can pass for a
+//! protocol frame, and the `Exit` frame carries a per-run nonce the script never sees.
+//!
+//! ```text
+//! supervisor → host   Ready {version, language}        interpreter started, waiting for a job
+//! host → supervisor   Job {nonce, script, stdin, …}     once; then stdin is closed
+//! supervisor → host   Stdout/Stderr bytes …             as the script writes
+//! supervisor → host   Exit {nonce, exit_code, usage}    after the script exited (or Error)
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped on any incompatible change; the host refuses a supervisor that speaks another version.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// No frame or job is larger than this (output is relayed in smaller chunks).
+pub const MAX_FRAME: usize = 1 << 20;
+
+/// The one run a container performs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    pub version: u32,
+    /// Random per run; echoed in [`Exit`] so the host can tell a genuine completion frame.
+    pub nonce: String,
+    pub script: String,
+    /// Bytes for the script's standard input (then end of file).
+    #[serde(default)]
+    pub stdin: String,
+    /// Bytes relayed per stream; the rest is read and discarded (and reported as truncated).
+    pub output_limit: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ready {
+    pub version: u32,
+    pub language: String,
+}
+
+/// Resource use of the run, measured inside the container (never from anything the script prints).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// User + system CPU time of the script and every descendant it waited for or that was reaped.
+    pub cpu_time_ms: u64,
+    /// Peak memory of the container's cgroup (or the largest child RSS when the cgroup is unreadable).
+    pub max_memory_bytes: u64,
+    /// Processes the kernel OOM killer killed in the container's cgroup.
+    pub oom_kills: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exit {
+    pub nonce: String,
+    /// The exit status, or 128 + signal when a signal ended the script (as shells report it).
+    pub exit_code: i32,
+    pub signal: Option<i32>,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub usage: Usage,
+}
+
+/// The supervisor could not run the job (it never ran, or the interpreter could not start).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameKind {
+    Ready = 1,
+    Stdout = 2,
+    Stderr = 3,
+    Exit = 4,
+    Failure = 5,
+}
+
+impl FrameKind {
+    pub fn from_u8(b: u8) -> Option<Self> {
+        Some(match b {
+            1 => FrameKind::Ready,
+            2 => FrameKind::Stdout,
+            3 => FrameKind::Stderr,
+            4 => FrameKind::Exit,
+            5 => FrameKind::Failure,
+            _ => return None,
+        })
+    }
+}
+
+/// Appends one frame to `out`.
+pub fn encode_frame(kind: FrameKind, payload: &[u8], out: &mut Vec<u8>) {
+    let len = u32::try_from(payload.len()).expect("frames are smaller than MAX_FRAME");
+    out.push(kind as u8);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// A length-prefixed JSON job, as the host writes it.
+pub fn encode_job(job: &Job) -> Vec<u8> {
+    let json = serde_json::to_vec(job).expect("a job always serializes");
+    let mut out = Vec::with_capacity(json.len() + 4);
+    out.extend_from_slice(&u32::try_from(json.len()).unwrap_or(u32::MAX).to_be_bytes());
+    out.extend_from_slice(&json);
+    out
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    UnknownKind(u8),
+    TooLarge(usize),
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::UnknownKind(k) => write!(f, "unknown frame kind {k}"),
+            DecodeError::TooLarge(n) => {
+                write!(f, "frame of {n} bytes exceeds the {MAX_FRAME}-byte limit")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// Reassembles frames from arbitrary chunks of the stream.
+#[derive(Debug, Default)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+}
+
+impl FrameDecoder {
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next complete frame, if one is buffered.
+    pub fn next_frame(&mut self) -> Result<Option<(FrameKind, Vec<u8>)>, DecodeError> {
+        if self.buf.len() < 5 {
+            return Ok(None);
+        }
+        let kind = FrameKind::from_u8(self.buf[0]).ok_or(DecodeError::UnknownKind(self.buf[0]))?;
+        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+        if len > MAX_FRAME {
+            return Err(DecodeError::TooLarge(len));
+        }
+        if self.buf.len() < 5 + len {
+            return Ok(None);
+        }
+        let payload = self.buf[5..5 + len].to_vec();
+        self.buf.drain(..5 + len);
+        Ok(Some((kind, payload)))
+    }
+
+    /// Bytes received that do not yet form a frame.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_survive_any_chunking() {
+        let mut wire = Vec::new();
+        encode_frame(FrameKind::Stdout, b"hello", &mut wire);
+        encode_frame(FrameKind::Stderr, b"", &mut wire);
+        encode_frame(FrameKind::Exit, b"{}", &mut wire);
+        for chunk in 1..wire.len() {
+            let mut d = FrameDecoder::default();
+            let mut got = Vec::new();
+            for part in wire.chunks(chunk) {
+                d.push(part);
+                while let Some(f) = d.next_frame().expect("valid frames") {
+                    got.push(f);
+                }
+            }
+            assert_eq!(
+                got,
+                vec![
+                    (FrameKind::Stdout, b"hello".to_vec()),
+                    (FrameKind::Stderr, vec![]),
+                    (FrameKind::Exit, b"{}".to_vec())
+                ]
+            );
+            assert_eq!(d.pending(), 0);
+        }
+    }
+
+    #[test]
+    fn bad_frames_are_errors_not_panics() {
+        let mut d = FrameDecoder::default();
+        d.push(&[9, 0, 0, 0, 0]);
+        assert_eq!(d.next_frame(), Err(DecodeError::UnknownKind(9)));
+        let mut d = FrameDecoder::default();
+        d.push(&[2, 0xff, 0xff, 0xff, 0xff]);
+        assert!(matches!(d.next_frame(), Err(DecodeError::TooLarge(_))));
+    }
+
+    #[test]
+    fn jobs_are_length_prefixed_json() {
+        let job = Job {
+            version: PROTOCOL_VERSION,
+            nonce: "n".into(),
+            script: "print(1)".into(),
+            stdin: String::new(),
+            output_limit: 10,
+        };
+        let wire = encode_job(&job);
+        let len = u32::from_be_bytes([wire[0], wire[1], wire[2], wire[3]]) as usize;
+        assert_eq!(len, wire.len() - 4);
+        let back: Job = serde_json::from_slice(&wire[4..]).expect("json");
+        assert_eq!(back, job);
+    }
+}

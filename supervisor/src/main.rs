@@ -1,0 +1,95 @@
+//! `scriptgate-supervisor` is PID 1 of every runner container.
+//!
+//! It starts the interpreter before any job arrives (Python's start-up is most of a hello-world's
+//! cost), announces `Ready`, reads exactly one [`Job`] from stdin, feeds the script and its stdin to
+//! the interpreter, relays stdout and stderr as frames with per-stream caps, reaps every process in
+//! the container, and ends with an `Exit` frame that carries the job's nonce, the exit status and
+//! the resource usage. Then it exits, which stops the container.
+//!
+//! It marks itself non-dumpable, so the script (same uid) cannot read its memory or file
+//! descriptors through /proc, and as PID 1 it ignores every signal sent from inside the container.
+//! The host still owns the deadline: it kills the whole container at timeout.
+
+mod child;
+mod relay;
+mod sys;
+mod usage;
+
+use std::io::{Read, Write};
+
+use scriptgate_supervisor::{
+    Failure, FrameKind, Job, MAX_FRAME, PROTOCOL_VERSION, Ready, encode_frame,
+};
+
+fn main() {
+    let language = std::env::args().nth(1).unwrap_or_default();
+    if let Err(message) = run(&language) {
+        // Best effort: the host treats a missing Exit frame as a failed run anyway.
+        let payload = serde_json::to_vec(&Failure { message }).unwrap_or_default();
+        let _ = emit(FrameKind::Failure, &payload);
+        std::process::exit(1);
+    }
+    std::process::exit(0);
+}
+
+fn run(language: &str) -> Result<(), String> {
+    sys::make_undumpable()?;
+    let sigchld = sys::SignalFd::for_sigchld()?;
+    let mut launch = child::Launch::new(language)?;
+    let ready = Ready {
+        version: PROTOCOL_VERSION,
+        language: language.to_string(),
+    };
+    emit(
+        FrameKind::Ready,
+        &serde_json::to_vec(&ready).map_err(|e| e.to_string())?,
+    )?;
+    let Some(job) = read_job()? else {
+        // stdin closed without a job: the host discarded this container.
+        return Ok(());
+    };
+    if job.version != PROTOCOL_VERSION {
+        return Err(format!(
+            "protocol version {} is not supported (this supervisor speaks {PROTOCOL_VERSION})",
+            job.version
+        ));
+    }
+    let running = launch.start(&job)?;
+    let exit = relay::relay(running, &job, &sigchld)?;
+    emit(
+        FrameKind::Exit,
+        &serde_json::to_vec(&exit).map_err(|e| e.to_string())?,
+    )
+}
+
+/// Reads the one length-prefixed job from stdin; `None` on end of input before a job.
+fn read_job() -> Result<Option<Job>, String> {
+    let mut stdin = std::io::stdin().lock();
+    let mut len = [0u8; 4];
+    match stdin.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(format!("reading the job: {e}")),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(format!("job of {len} bytes is too large"));
+    }
+    let mut buf = vec![0u8; len];
+    stdin
+        .read_exact(&mut buf)
+        .map_err(|e| format!("reading the job: {e}"))?;
+    serde_json::from_slice(&buf)
+        .map(Some)
+        .map_err(|e| format!("malformed job: {e}"))
+}
+
+/// Writes one frame to the container's stdout (the host's attach stream).
+pub(crate) fn emit(kind: FrameKind, payload: &[u8]) -> Result<(), String> {
+    let mut frame = Vec::with_capacity(payload.len() + 5);
+    encode_frame(kind, payload, &mut frame);
+    let mut out = std::io::stdout().lock();
+    out.write_all(&frame)
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("writing to the host: {e}"))
+}
