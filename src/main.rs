@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use scriptgate::config::{Config, LogFormat};
 use scriptgate::rules::RuleSet;
+use scriptgate::sandbox::docker::images;
 use scriptgate::script::{Language, Script};
 use scriptgate::validate::verdict::Verdict;
 use scriptgate::validate::{ValidationConfig, Validator};
@@ -27,6 +29,16 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the HTTP API (stops gracefully on SIGTERM or SIGINT: in-flight runs finish, every
+    /// container is removed).
+    Serve {
+        /// Address to listen on (overrides `listen` in the config).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+        /// TOML configuration file; `SCRIPTGATE_*` variables override it.
+        #[arg(long, env = "SCRIPTGATE_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Validate script files; prints one JSON verdict per file. Exit 0 when all are valid, 1 when
     /// any is rejected, 2 on usage or read errors.
     Validate {
@@ -41,6 +53,31 @@ enum Command {
         max_chars: usize,
         #[arg(required = true)]
         files: Vec<PathBuf>,
+    },
+    /// Runner images (built without a registry).
+    Images {
+        #[command(subcommand)]
+        command: ImagesCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ImagesCommand {
+    /// Build the base image from Debian packages (mmdebstrap) and the runner image on it. Quick
+    /// and idempotent when the images are current.
+    Build {
+        /// The supervisor binary to install (default: next to this executable).
+        #[arg(long)]
+        supervisor: Option<PathBuf>,
+        /// Rebuild even when the images are current.
+        #[arg(long)]
+        force: bool,
+        /// Debian mirror for mmdebstrap.
+        #[arg(long)]
+        mirror: Option<String>,
+        /// Docker engine address (default: DOCKER_HOST, then the local socket).
+        #[arg(long, env = "DOCKER_HOST")]
+        engine: Option<String>,
     },
 }
 
@@ -79,13 +116,101 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Serve { listen, config } => serve(listen, config),
         Command::Validate {
             language,
             rules,
             max_chars,
             files,
         } => validate_files(language.map(Language::from), rules, max_chars, &files),
+        Command::Images {
+            command:
+                ImagesCommand::Build {
+                    supervisor,
+                    force,
+                    mirror,
+                    engine,
+                },
+        } => build_images(supervisor, force, mirror, engine),
     }
+}
+
+fn build_images(
+    supervisor: Option<PathBuf>,
+    force: bool,
+    mirror: Option<String>,
+    engine: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let supervisor = supervisor
+        .or_else(images::default_supervisor)
+        .context("no scriptgate-supervisor next to this executable; build the workspace (`cargo build --release --workspace`) or pass --supervisor")?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let docker = scriptgate::sandbox::docker::connect(engine.as_deref()).await?;
+        let options = images::BuildOptions {
+            supervisor,
+            force,
+            mirror,
+        };
+        let started = std::time::Instant::now();
+        let image =
+            images::build(&docker, &options, &mut |step| eprintln!("[images] {step}")).await?;
+        eprintln!(
+            "[images] {image} ready in {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn serve(listen: Option<std::net::SocketAddr>, file: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let mut config = Config::load(file.as_deref())?;
+    if let Some(addr) = listen {
+        config.listen = addr;
+    }
+    init_tracing(config.log_format);
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        scriptgate::run(config, listener, shutdown_signal()).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tower_http=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+    tracing::info!("shutting down: finishing in-flight executions");
 }
 
 fn validate_files(

@@ -1,0 +1,210 @@
+//! Configuration: defaults < TOML file < `SCRIPTGATE_*` environment variables, checked once at start.
+//!
+//! Nested keys use `__` in the environment: `SCRIPTGATE_SANDBOX__POOL__SIZE=0` sets `sandbox.pool.size`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::sandbox::docker::DockerConfig;
+use crate::validate::ValidationConfig;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address the HTTP API listens on.
+    pub listen: SocketAddr,
+    /// `text` for people, `json` for log collectors.
+    pub log_format: LogFormat,
+    pub validation: ValidationSettings,
+    pub execution: ExecutionSettings,
+    pub sandbox: DockerConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            log_format: LogFormat::Text,
+            validation: ValidationSettings::default(),
+            execution: ExecutionSettings::default(),
+            sandbox: DockerConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ValidationSettings {
+    /// Scripts longer than this many characters are rejected by the size layer.
+    pub max_chars: usize,
+    /// Treat `warn` findings as blocking.
+    pub block_on_warn: bool,
+    /// Load rules from this directory (laid out like `patterns/`) instead of the built-in ones.
+    pub rules_dir: Option<PathBuf>,
+}
+
+impl Default for ValidationSettings {
+    fn default() -> Self {
+        let v = ValidationConfig::default();
+        ValidationSettings {
+            max_chars: v.max_chars,
+            block_on_warn: v.block_on_warn,
+            rules_dir: None,
+        }
+    }
+}
+
+impl ValidationSettings {
+    pub fn validation_config(&self) -> ValidationConfig {
+        ValidationConfig {
+            max_chars: self.max_chars,
+            block_on_warn: self.block_on_warn,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecutionSettings {
+    pub default_timeout_secs: u64,
+    pub max_timeout_secs: u64,
+    pub max_stdin_bytes: usize,
+    /// Runs at once; more wait in a queue.
+    pub max_concurrent: usize,
+    /// Requests that may wait for a slot; beyond that the answer is 429 with Retry-After.
+    pub max_queue: usize,
+    /// How long a queued request waits for a slot before giving up with 429.
+    pub queue_timeout_secs: u64,
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+}
+
+impl Default for ExecutionSettings {
+    fn default() -> Self {
+        ExecutionSettings {
+            default_timeout_secs: 60,
+            max_timeout_secs: 300,
+            max_stdin_bytes: 64 * 1024,
+            max_concurrent: 8,
+            max_queue: 32,
+            queue_timeout_secs: 30,
+            max_body_bytes: 1 << 20,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Load(Box<figment::Error>),
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Defaults, then `file` (when given), then `SCRIPTGATE_*` variables.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(ConfigError::Invalid(format!(
+                    "config file {} not found",
+                    path.display()
+                )));
+            }
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        let config: Config = figment
+            .merge(Env::prefixed("SCRIPTGATE_").split("__"))
+            .extract()
+            .map_err(|e| ConfigError::Load(Box::new(e)))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let e = &self.execution;
+        let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
+        if e.default_timeout_secs == 0 || e.default_timeout_secs > e.max_timeout_secs {
+            return bad(
+                "execution.default_timeout_secs must be between 1 and execution.max_timeout_secs",
+            );
+        }
+        if e.max_concurrent == 0 {
+            return bad("execution.max_concurrent must be at least 1");
+        }
+        if e.max_body_bytes < 1024 {
+            return bad("execution.max_body_bytes must be at least 1024");
+        }
+        if self.validation.max_chars == 0 {
+            return bad("validation.max_chars must be at least 1");
+        }
+        let l = &self.sandbox.limits;
+        if l.memory_mb < 16 || l.cpus <= 0.0 || l.pids < 8 || l.tmpfs_mb == 0 || l.nofile < 16 {
+            return bad(
+                "sandbox.limits: memory_mb >= 16, cpus > 0, pids >= 8, tmpfs_mb >= 1, nofile >= 16",
+            );
+        }
+        if self.sandbox.instance.is_empty()
+            || !self
+                .sandbox
+                .instance
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return bad(
+                "sandbox.instance must be a non-empty name of letters, digits, '-', '_' or '.'",
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+// figment's Jail API returns its own large error type; nothing to shrink on our side.
+#[allow(clippy::result_large_err)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_environment_override_defaults() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "sg.toml",
+                "listen = \"0.0.0.0:9000\"\n[sandbox.pool]\nsize = 5\n",
+            )?;
+            jail.set_env("SCRIPTGATE_SANDBOX__POOL__SIZE", "0");
+            jail.set_env("SCRIPTGATE_EXECUTION__MAX_CONCURRENT", "3");
+            let c = Config::load(Some(Path::new("sg.toml"))).expect("loads");
+            assert_eq!(c.listen.port(), 9000);
+            assert_eq!(c.sandbox.pool.size, 0);
+            assert_eq!(c.execution.max_concurrent, 3);
+            assert_eq!(c.sandbox.limits.memory_mb, 512);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_rejected() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("bad.toml", "listn = \"x\"\n")?;
+            let err = Config::load(Some(Path::new("bad.toml"))).expect_err("unknown key");
+            assert!(err.to_string().contains("listn"), "{err}");
+            jail.create_file("bad2.toml", "[execution]\nmax_concurrent = 0\n")?;
+            let err = Config::load(Some(Path::new("bad2.toml"))).expect_err("invalid");
+            assert!(err.to_string().contains("max_concurrent"), "{err}");
+            Ok(())
+        });
+    }
+}

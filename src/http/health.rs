@@ -1,0 +1,51 @@
+//! `GET /healthz` (the process answers) and `GET /readyz` (the engine and runner images are there).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Serialize;
+
+use super::AppState;
+
+#[derive(Debug, Serialize)]
+pub struct Health {
+    pub status: &'static str,
+}
+
+pub async fn healthz() -> axum::Json<Health> {
+    axum::Json(Health { status: "ok" })
+}
+
+#[derive(Debug, Serialize)]
+pub struct ImageState {
+    pub image: String,
+    pub present: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReadyOut {
+    pub ready: bool,
+    pub engine: bool,
+    pub images: Vec<ImageState>,
+    pub detail: Option<String>,
+}
+
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<ReadyOut>) {
+    let r = state.gate.runner().readiness().await;
+    let ready = r.ready();
+    let body = ReadyOut {
+        ready,
+        engine: r.engine,
+        images: r
+            .images
+            .into_iter()
+            .map(|(image, present)| ImageState { image, present })
+            .collect(),
+        detail: r.detail,
+    };
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(body))
+}

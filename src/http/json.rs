@@ -1,0 +1,110 @@
+//! JSON bodies in and out. Rejections are typed errors that name the offending field
+//! (`script_type: unknown variant "ruby", expected "python" or "bash"`), never axum's plain text.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::header::CONTENT_TYPE;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// A JSON request body, deserialized strictly.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let content_type = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let media = content_type.split(';').next().unwrap_or("").trim();
+        if !media.eq_ignore_ascii_case("application/json") {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "expected Content-Type: application/json, got {}",
+                if content_type.is_empty() {
+                    "none"
+                } else {
+                    content_type
+                }
+            )));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge("request body is larger than the configured limit".into())
+            } else {
+                ApiError::Schema(format!(
+                    "could not read the request body: {}",
+                    rejection.body_text()
+                ))
+            }
+        })?;
+        // serde would also read a struct from a JSON array (fields by position): not our API.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::Schema(
+                "the request body must be a JSON object".into(),
+            ));
+        }
+        parse(&bytes).map(Json)
+    }
+}
+
+/// Deserializes `bytes`, naming the path of the first error.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let message = inner.to_string();
+        ApiError::Schema(if path == "." || path.is_empty() {
+            message
+        } else {
+            format!("{path}: {message}")
+        })
+    })?;
+    de.end()
+        .map_err(|e| ApiError::Schema(format!("unexpected data after the JSON value: {e}")))?;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Body {
+        kind: crate::script::Language,
+        n: Option<u32>,
+    }
+
+    fn message(bytes: &[u8]) -> String {
+        match parse::<Body>(bytes) {
+            Err(ApiError::Schema(m)) => m,
+            other => panic!("expected a schema error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        assert!(message(br#"{"kind": "ruby"}"#).starts_with("kind: unknown variant `ruby`"));
+        assert!(message(br#"{"kind": "bash", "n": -1}"#).starts_with("n: invalid value"));
+        assert!(message(br#"{"kind": "bash", "x": 1}"#).contains("unknown field `x`"));
+        assert!(message(br#"{}"#).contains("missing field `kind`"));
+        assert!(message(br#"{"kind": "bash"} trailing"#).contains("unexpected data"));
+        assert!(message(b"\xff\xfe").contains("expected value"));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(matches!(
+            parse::<serde_json::Value>(deep.as_bytes()),
+            Err(ApiError::Schema(_))
+        ));
+    }
+}

@@ -1,0 +1,62 @@
+//! The HTTP front end: routes, the JSON extractor and wire types (`…In` / `…Out`), one file per
+//! resource. Handlers convert wire types to checked domain types and call the [`Gate`]; nothing
+//! below this module knows about axum.
+
+mod execute;
+mod health;
+mod json;
+mod validate;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, Request};
+use axum::routing::{get, post};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::error::ApiError;
+use crate::gate::Gate;
+pub use execute::{ExecuteIn, ExecuteOut, ResourceUsage, TimingsMs};
+pub use health::ReadyOut;
+pub use json::Json;
+pub use validate::ValidateIn;
+
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub gate: Arc<Gate>,
+}
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+pub fn router(state: AppState) -> Router {
+    let max_body = state.gate.settings().max_body_bytes;
+    Router::new()
+        .route("/v1/execute", post(execute::execute))
+        .route("/v1/validate", post(validate::validate))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+            let id = req
+                .headers()
+                .get(&REQUEST_ID)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+        }))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .with_state(state)
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route for {}", uri.path()))
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path()))
+}

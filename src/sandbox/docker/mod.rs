@@ -1,0 +1,427 @@
+//! The Docker implementation of [`Runner`], and the only code that talks to the engine (bollard).
+//!
+//! A run: create a hardened container ([`spec`]), attach, start, wait for the supervisor's `Ready`,
+//! send the job, relay frames until `Exit` ([`session`]), answer, remove in the background. Warm
+//! containers ([`pool`]) are the same containers prepared before the request. Every container id is
+//! tracked from creation; a [`Removal`] guard removes it whatever happens (success, timeout, client
+//! gone, engine error), and the [`reaper`] removes leftovers of a crash at start-up and on a timer.
+
+pub mod images;
+mod pool;
+mod reaper;
+mod session;
+pub mod spec;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use bollard::query_parameters::{
+    AttachContainerOptions, CreateContainerOptions, KillContainerOptions, RemoveContainerOptions,
+    StartContainerOptions,
+};
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+use super::{Limits, Readiness, RunOutcome, RunRequest, Runner, SandboxError, SandboxStats};
+use crate::script::Language;
+pub use pool::PoolConfig;
+use session::Prepared;
+
+/// Settings of the Docker sandbox (`[sandbox]` in the config file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DockerConfig {
+    /// Engine address (`unix:///var/run/docker.sock`, `tcp://…`); default: `DOCKER_HOST`, then the
+    /// local socket.
+    pub host: Option<String>,
+    /// Containers are labelled with this; start-up only reaps containers of its own instance, so
+    /// several services can share one engine.
+    pub instance: String,
+    pub python_image: String,
+    pub bash_image: String,
+    /// An OCI runtime registered with the engine, e.g. `runsc` (gVisor).
+    pub runtime: Option<String>,
+    pub limits: Limits,
+    /// How long a container may take to start and report ready.
+    pub start_timeout_secs: u64,
+    pub pool: PoolConfig,
+}
+
+impl Default for DockerConfig {
+    fn default() -> Self {
+        DockerConfig {
+            host: None,
+            instance: "default".into(),
+            python_image: images::DEFAULT_IMAGE.into(),
+            bash_image: images::DEFAULT_IMAGE.into(),
+            runtime: None,
+            limits: Limits::default(),
+            start_timeout_secs: 30,
+            pool: PoolConfig::default(),
+        }
+    }
+}
+
+impl DockerConfig {
+    pub fn image(&self, language: Language) -> &str {
+        match language {
+            Language::Python => &self.python_image,
+            Language::Bash => &self.bash_image,
+        }
+    }
+}
+
+/// A client for the engine named by `host` (or the local defaults); no request is made yet.
+fn client(host: Option<&str>) -> Result<Docker, SandboxError> {
+    match host {
+        Some(h) => Docker::connect_with_host(h),
+        None => Docker::connect_with_local_defaults(),
+    }
+    .map_err(classify)
+}
+
+/// Connects to the engine and negotiates the API version, so a newer client works with an older
+/// engine (the version is shared by every clone of the client).
+pub async fn connect(host: Option<&str>) -> Result<Docker, SandboxError> {
+    client(host)?.negotiate_version().await.map_err(classify)
+}
+
+/// Engine errors as the service reports them.
+pub(crate) fn classify(e: bollard::errors::Error) -> SandboxError {
+    use bollard::errors::Error as E;
+    match e {
+        E::DockerResponseServerError {
+            status_code: 404,
+            message,
+        } if message.contains("No such image") => {
+            let image = message.rsplit(':').next().unwrap_or("").trim().to_string();
+            SandboxError::ImageMissing(if image.is_empty() { message } else { image })
+        }
+        E::DockerResponseServerError {
+            status_code,
+            message,
+        } => SandboxError::Engine(format!("{status_code}: {message}")),
+        E::IOError { .. }
+        | E::HyperResponseError { .. }
+        | E::HyperLegacyError { .. }
+        | E::SocketNotFoundError(_)
+        | E::RequestTimeoutError
+        | E::HttpClientError { .. } => SandboxError::EngineUnavailable(e.to_string()),
+        other => SandboxError::Engine(other.to_string()),
+    }
+}
+
+/// Removes containers, tracks which ones still exist, and keeps removal tasks for shutdown to await.
+#[derive(Debug)]
+pub(crate) struct Cleaner {
+    docker: Docker,
+    live: Mutex<HashSet<String>>,
+    tasks: TaskTracker,
+}
+
+impl Cleaner {
+    fn track(&self, id: &str) {
+        self.live
+            .lock()
+            .expect("live set lock")
+            .insert(id.to_string());
+    }
+
+    fn is_live(&self, id: &str) -> bool {
+        self.live.lock().expect("live set lock").contains(id)
+    }
+
+    pub fn live_count(&self) -> usize {
+        self.live.lock().expect("live set lock").len()
+    }
+
+    /// Kills and removes a container (volumes included), retrying while the engine is flaky.
+    pub async fn remove(&self, id: &str) {
+        let options = RemoveContainerOptions {
+            force: true,
+            v: true,
+            link: false,
+        };
+        for attempt in 0..5u32 {
+            match self
+                .docker
+                .remove_container(id, Some(options.clone()))
+                .await
+            {
+                Ok(()) => break,
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => break,
+                // "removal already in progress": the other removal will finish it.
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 409, ..
+                }) => break,
+                Err(e) => {
+                    tracing::warn!(container = %short(id), attempt, error = %e, "container removal failed");
+                    tokio::time::sleep(Duration::from_millis(200 * 2u64.pow(attempt))).await;
+                }
+            }
+        }
+        self.live.lock().expect("live set lock").remove(id);
+    }
+
+    /// Removes in the background; shutdown waits for it.
+    pub fn remove_later(self: &Arc<Self>, id: String) {
+        let this = self.clone();
+        self.tasks.spawn(async move { this.remove(&id).await });
+    }
+
+    /// SIGKILL now (the deadline), removal follows.
+    async fn kill(&self, id: &str) {
+        let options = KillContainerOptions {
+            signal: "SIGKILL".into(),
+        };
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            self.docker.kill_container(id, Some(options)),
+        )
+        .await;
+    }
+}
+
+/// Removes its container when dropped, unless it was already removed.
+#[derive(Debug)]
+pub(crate) struct Removal {
+    cleaner: Arc<Cleaner>,
+    id: Option<String>,
+}
+
+impl Removal {
+    fn new(cleaner: &Arc<Cleaner>, id: &str) -> Self {
+        cleaner.track(id);
+        Removal {
+            cleaner: cleaner.clone(),
+            id: Some(id.to_string()),
+        }
+    }
+}
+
+impl Drop for Removal {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.cleaner.remove_later(id);
+        }
+    }
+}
+
+pub(crate) fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+/// Runs scripts in one-use Docker containers.
+#[derive(Debug, Clone)]
+pub struct DockerSandbox {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    docker: Docker,
+    /// Whether the API version was negotiated (it is retried until the engine answers once).
+    negotiated: std::sync::atomic::AtomicBool,
+    config: DockerConfig,
+    cleaner: Arc<Cleaner>,
+    pool: pool::Pool,
+    shutdown: CancellationToken,
+}
+
+impl DockerSandbox {
+    /// Connects, removes containers left by a previous crash of this instance, and starts the
+    /// warm pool and the periodic reaper. An engine that is down now is not an error: readiness
+    /// reports it, runs answer `engine_unavailable`, and everything resumes once it is back.
+    pub async fn start(config: DockerConfig) -> Result<Self, SandboxError> {
+        let docker = client(config.host.as_deref())?;
+        let negotiated = match docker.clone().negotiate_version().await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(error = %classify(e), "container engine not reachable yet");
+                false
+            }
+        };
+        let cleaner = Arc::new(Cleaner {
+            docker: docker.clone(),
+            live: Mutex::new(HashSet::new()),
+            tasks: TaskTracker::new(),
+        });
+        let inner = Arc::new(Inner {
+            pool: pool::Pool::new(&config.pool),
+            negotiated: std::sync::atomic::AtomicBool::new(negotiated),
+            docker,
+            config,
+            cleaner,
+            shutdown: CancellationToken::new(),
+        });
+        reaper::reap_leftovers(&inner).await;
+        reaper::spawn_periodic(&inner);
+        pool::spawn_refill(&inner);
+        Ok(DockerSandbox { inner })
+    }
+
+    pub fn config(&self) -> &DockerConfig {
+        &self.inner.config
+    }
+}
+
+impl Inner {
+    /// Negotiates the API version if that has not succeeded yet.
+    async fn ensure_engine(&self) -> Result<(), SandboxError> {
+        use std::sync::atomic::Ordering;
+        if self.negotiated.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.docker
+            .clone()
+            .negotiate_version()
+            .await
+            .map_err(classify)?;
+        self.negotiated.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// A started container whose supervisor reported ready.
+    async fn prepare(
+        self: &Arc<Self>,
+        language: Language,
+        execution_id: Uuid,
+    ) -> Result<Prepared, SandboxError> {
+        self.ensure_engine().await?;
+        let started = Instant::now();
+        let body = spec::container(&self.config, language, execution_id);
+        let created = self
+            .docker
+            .create_container(Some(CreateContainerOptions::default()), body)
+            .await
+            .map_err(classify)?;
+        // From here on the container is removed whatever happens.
+        let removal = Removal::new(&self.cleaner, &created.id);
+        let create = started.elapsed();
+        let attach = self
+            .docker
+            .attach_container(
+                &created.id,
+                Some(AttachContainerOptions {
+                    stdin: true,
+                    stdout: true,
+                    stderr: true,
+                    stream: true,
+                    logs: false,
+                    detach_keys: None,
+                }),
+            )
+            .await
+            .map_err(classify)?;
+        self.docker
+            .start_container(&created.id, None::<StartContainerOptions>)
+            .await
+            .map_err(classify)?;
+        let timeout = Duration::from_secs(self.config.start_timeout_secs);
+        let prepared =
+            session::Prepared::ready(created.id, execution_id, language, attach, removal, timeout)
+                .await?;
+        Ok(prepared.with_timings(create, started.elapsed() - create))
+    }
+
+    async fn run(self: &Arc<Self>, request: RunRequest) -> Result<RunOutcome, SandboxError> {
+        if self.shutdown.is_cancelled() {
+            return Err(SandboxError::EngineUnavailable(
+                "the service is shutting down".into(),
+            ));
+        }
+        let warm = match request.execution_id {
+            // A warm container already carries its own execution id label.
+            None => self.pool.take(request.language),
+            Some(_) => None,
+        };
+        let prepared = match warm {
+            Some(p) => p,
+            None => {
+                let id = request.execution_id.unwrap_or_else(Uuid::new_v4);
+                self.prepare(request.language, id).await?
+            }
+        };
+        Ok(prepared
+            .execute(&request, &self.cleaner, self.config.limits.output_bytes)
+            .await)
+    }
+}
+
+impl Runner for DockerSandbox {
+    fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunOutcome, SandboxError>> {
+        Box::pin(self.inner.run(request))
+    }
+
+    fn readiness(&self) -> BoxFuture<'_, Readiness> {
+        Box::pin(async move {
+            let images: Vec<String> = {
+                let mut v = vec![
+                    self.inner.config.python_image.clone(),
+                    self.inner.config.bash_image.clone(),
+                ];
+                v.dedup();
+                v
+            };
+            if let Err(e) = self.inner.ensure_engine().await {
+                return Readiness {
+                    engine: false,
+                    images: images.into_iter().map(|i| (i, false)).collect(),
+                    detail: Some(e.to_string()),
+                };
+            }
+            if let Err(e) = self.inner.docker.ping().await {
+                return Readiness {
+                    engine: false,
+                    images: images.into_iter().map(|i| (i, false)).collect(),
+                    detail: Some(classify(e).to_string()),
+                };
+            }
+            let mut present = Vec::new();
+            for image in images {
+                let ok = self.inner.docker.inspect_image(&image).await.is_ok();
+                present.push((image, ok));
+            }
+            let detail = present
+                .iter()
+                .find(|(_, ok)| !ok)
+                .map(|(i, _)| SandboxError::ImageMissing(i.clone()).to_string());
+            Readiness {
+                engine: true,
+                images: present,
+                detail,
+            }
+        })
+    }
+
+    fn stats(&self) -> SandboxStats {
+        SandboxStats {
+            containers_in_flight: self.inner.cleaner.live_count() as u64,
+            pool_ready: self.inner.pool.ready_count() as u64,
+        }
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.inner.shutdown.cancel();
+            self.inner.pool.drain();
+            self.inner.cleaner.tasks.close();
+            if tokio::time::timeout(Duration::from_secs(30), self.inner.cleaner.tasks.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    remaining = self.inner.cleaner.live_count(),
+                    "container removal did not finish in time"
+                );
+            }
+        })
+    }
+}

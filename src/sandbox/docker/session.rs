@@ -1,0 +1,329 @@
+//! One container's conversation with its supervisor: wait for `Ready`, send the job, collect frames
+//! until `Exit`, the deadline, or the stream's end.
+//!
+//! A reader task decodes the attach stream into a bounded channel, so a flood of output applies
+//! backpressure all the way to the script instead of growing the service's memory, and so a
+//! container that dies while waiting in the pool is noticed (its channel closes).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bollard::container::{AttachContainerResults, LogOutput};
+use bytes::Bytes;
+use futures::StreamExt;
+use scriptgate_supervisor::{
+    Exit, Failure, FrameDecoder, FrameKind, Job, PROTOCOL_VERSION, Ready, encode_job,
+};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::{Cleaner, Removal, short};
+use crate::sandbox::{CappedText, RunOutcome, RunRequest, SandboxError, Timings};
+use crate::script::Language;
+
+/// What the supervisor writes to its own stderr (diagnostics only) is kept up to this size.
+const DIAGNOSTICS: u64 = 4096;
+
+#[derive(Debug)]
+enum Msg {
+    Frame(FrameKind, Vec<u8>),
+    /// The supervisor's own stderr (it never carries script output).
+    Diagnostic(Bytes),
+    /// The stream failed or carried something that is not our protocol.
+    Broken(String),
+}
+
+/// Aborts the reader task when the container is done with.
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A started container whose supervisor is waiting for its one job.
+pub(crate) struct Prepared {
+    pub id: String,
+    pub execution_id: Uuid,
+    pub language: Language,
+    pub ready_at: Instant,
+    rx: mpsc::Receiver<Msg>,
+    input: Pin<Box<dyn AsyncWrite + Send>>,
+    _reader: AbortOnDrop,
+    _removal: Removal,
+    create: Duration,
+    start: Duration,
+    warm: bool,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("id", &short(&self.id))
+            .field("language", &self.language)
+            .finish()
+    }
+}
+
+async fn read_frames(
+    mut output: Pin<
+        Box<dyn futures::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
+    >,
+    tx: mpsc::Sender<Msg>,
+) {
+    let mut decoder = FrameDecoder::default();
+    while let Some(item) = output.next().await {
+        let msg = match item {
+            Ok(LogOutput::StdOut { message }) => {
+                decoder.push(&message);
+                loop {
+                    match decoder.next_frame() {
+                        Ok(Some((kind, payload))) => {
+                            if tx.send(Msg::Frame(kind, payload)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            let _ = tx.send(Msg::Broken(format!("protocol error: {e}"))).await;
+                            return;
+                        }
+                    }
+                }
+                continue;
+            }
+            Ok(LogOutput::StdErr { message }) => Msg::Diagnostic(message),
+            Ok(_) => continue,
+            Err(e) => Msg::Broken(e.to_string()),
+        };
+        let broken = matches!(msg, Msg::Broken(_));
+        if tx.send(msg).await.is_err() || broken {
+            return;
+        }
+    }
+}
+
+fn message_of(payload: &[u8]) -> String {
+    serde_json::from_slice::<Failure>(payload)
+        .map(|f| f.message)
+        .unwrap_or_else(|_| String::from_utf8_lossy(payload).into_owned())
+}
+
+impl Prepared {
+    /// Takes over an attached, started container and waits for its supervisor's `Ready`.
+    pub async fn ready(
+        id: String,
+        execution_id: Uuid,
+        language: Language,
+        attach: AttachContainerResults,
+        removal: Removal,
+        timeout: Duration,
+    ) -> Result<Self, SandboxError> {
+        let AttachContainerResults { output, input } = attach;
+        let (tx, rx) = mpsc::channel(64);
+        let reader = AbortOnDrop(tokio::spawn(read_frames(output, tx)));
+        let mut prepared = Prepared {
+            id,
+            execution_id,
+            language,
+            ready_at: Instant::now(),
+            rx,
+            input,
+            _reader: reader,
+            _removal: removal,
+            create: Duration::ZERO,
+            start: Duration::ZERO,
+            warm: false,
+        };
+        let mut diagnostics = CappedText::new(DIAGNOSTICS);
+        let wait = async {
+            loop {
+                match prepared.rx.recv().await {
+                    Some(Msg::Frame(FrameKind::Ready, payload)) => {
+                        let ready: Ready = serde_json::from_slice(&payload).map_err(|e| {
+                            SandboxError::StartFailed(format!("malformed ready frame: {e}"))
+                        })?;
+                        if ready.version != PROTOCOL_VERSION {
+                            return Err(SandboxError::StartFailed(format!(
+                                "supervisor speaks protocol {}, the service {PROTOCOL_VERSION}: rebuild the images",
+                                ready.version
+                            )));
+                        }
+                        return Ok(());
+                    }
+                    Some(Msg::Frame(FrameKind::Failure, payload)) => {
+                        return Err(SandboxError::StartFailed(message_of(&payload)));
+                    }
+                    Some(Msg::Diagnostic(b)) => diagnostics.push(&b),
+                    Some(Msg::Frame(kind, _)) => {
+                        return Err(SandboxError::StartFailed(format!(
+                            "unexpected {kind:?} frame before ready"
+                        )));
+                    }
+                    Some(Msg::Broken(e)) => return Err(SandboxError::StartFailed(e)),
+                    None => {
+                        return Err(SandboxError::StartFailed(format!(
+                            "container exited before it was ready: {}",
+                            diagnostics.text().trim()
+                        )));
+                    }
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(Ok(())) => {
+                prepared.ready_at = Instant::now();
+                Ok(prepared)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(SandboxError::StartFailed(format!(
+                "not ready within {}s",
+                timeout.as_secs()
+            ))),
+        }
+    }
+
+    pub fn with_timings(mut self, create: Duration, start: Duration) -> Self {
+        self.create = create;
+        self.start = start;
+        self
+    }
+
+    /// Marks a container taken from the warm pool: its start-up happened before the request.
+    pub fn into_warm(mut self) -> Self {
+        self.warm = true;
+        self.create = Duration::ZERO;
+        self.start = Duration::ZERO;
+        self
+    }
+
+    /// Whether the container is still there (its attach stream has not ended).
+    pub fn alive(&self) -> bool {
+        !self.rx.is_closed()
+    }
+
+    /// Runs the job; always yields an outcome (failures of the container are part of it).
+    pub async fn execute(
+        mut self,
+        request: &RunRequest,
+        cleaner: &Arc<Cleaner>,
+        output_limit: u64,
+    ) -> RunOutcome {
+        let started = Instant::now();
+        let nonce = Uuid::new_v4().simple().to_string();
+        let job = Job {
+            version: PROTOCOL_VERSION,
+            nonce: nonce.clone(),
+            script: request.script.clone(),
+            stdin: request.stdin.clone(),
+            output_limit,
+        };
+        let mut stdout = CappedText::new(output_limit);
+        let mut stderr = CappedText::new(output_limit);
+        let mut diagnostics = CappedText::new(DIAGNOSTICS);
+        let deadline = tokio::time::Instant::now() + request.timeout;
+        let sent = async {
+            self.input.write_all(&encode_job(&job)).await?;
+            self.input.flush().await?;
+            // End of stdin: the supervisor reads exactly one job.
+            self.input.shutdown().await
+        };
+        let end = match sent.await {
+            Err(e) => End::Lost(format!("could not send the job: {e}")),
+            Ok(()) => loop {
+                tokio::select! {
+                    biased;
+                    msg = self.rx.recv() => match msg {
+                        Some(Msg::Frame(FrameKind::Stdout, b)) => stdout.push(&b),
+                        Some(Msg::Frame(FrameKind::Stderr, b)) => stderr.push(&b),
+                        Some(Msg::Frame(FrameKind::Exit, p)) => break match serde_json::from_slice::<Exit>(&p) {
+                            Ok(exit) if exit.nonce == nonce => End::Exited(exit),
+                            Ok(_) => End::Lost("completion frame with a wrong nonce".into()),
+                            Err(e) => End::Lost(format!("malformed completion frame: {e}")),
+                        },
+                        Some(Msg::Frame(FrameKind::Failure, p)) => break End::Lost(message_of(&p)),
+                        Some(Msg::Frame(FrameKind::Ready, _)) => break End::Lost("unexpected second ready frame".into()),
+                        Some(Msg::Diagnostic(b)) => diagnostics.push(&b),
+                        Some(Msg::Broken(e)) => break End::Lost(e),
+                        None => break End::Lost("the container stopped without reporting an exit".into()),
+                    },
+                    _ = tokio::time::sleep_until(deadline) => break End::TimedOut,
+                }
+            },
+        };
+        let mut outcome = RunOutcome {
+            execution_id: self.execution_id,
+            container_id: self.id.clone(),
+            exit_code: None,
+            signal: None,
+            stdout,
+            stderr,
+            timed_out: false,
+            oom_killed: false,
+            crashed: None,
+            usage: Default::default(),
+            timings: Timings {
+                create: self.create,
+                start: self.start,
+                run: Duration::ZERO,
+                cleanup: Duration::ZERO,
+            },
+            warm: self.warm,
+        };
+        match end {
+            End::Exited(exit) => {
+                outcome.exit_code = Some(exit.exit_code);
+                outcome.signal = exit.signal;
+                // SIGKILL plus a kill by the memory cgroup's OOM killer: the memory limit was hit.
+                outcome.oom_killed =
+                    exit.usage.oom_kills > 0 && exit.signal == Some(libc_sigkill());
+                if exit.stdout_truncated {
+                    outcome.stdout.mark_truncated();
+                }
+                if exit.stderr_truncated {
+                    outcome.stderr.mark_truncated();
+                }
+                outcome.usage = exit.usage;
+            }
+            End::TimedOut => {
+                // The host owns the deadline: SIGKILL through the engine, whatever the script traps.
+                cleaner.kill(&self.id).await;
+                outcome.timed_out = true;
+            }
+            End::Lost(reason) => {
+                let state = cleaner
+                    .docker
+                    .inspect_container(&self.id, None)
+                    .await
+                    .ok()
+                    .and_then(|c| c.state);
+                outcome.oom_killed = state.as_ref().and_then(|s| s.oom_killed).unwrap_or(false);
+                let detail = diagnostics.text();
+                outcome.crashed = Some(if detail.trim().is_empty() {
+                    reason
+                } else {
+                    format!("{reason}: {}", detail.trim())
+                });
+            }
+        }
+        outcome.timings.run = started.elapsed();
+        // Removal happens after the response; `self.removal` schedules it when dropped here.
+        drop(self);
+        outcome
+    }
+}
+
+/// SIGKILL's number (9 on every Linux architecture).
+const fn libc_sigkill() -> i32 {
+    9
+}
+
+enum End {
+    Exited(Exit),
+    TimedOut,
+    Lost(String),
+}

@@ -1,0 +1,135 @@
+//! The sandbox boundary: every run gets a fresh, hardened container that is killed at its deadline
+//! and always removed. Validation is defence in depth; this is the boundary.
+//!
+//! [`Runner`] is the seam the rest of the service depends on; [`docker::DockerSandbox`] implements
+//! it against a real engine (and is the only code that talks to Docker).
+
+pub mod docker;
+mod output;
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::script::Language;
+pub use output::CappedText;
+pub use scriptgate_supervisor::Usage;
+
+/// Container limits. Every one is configurable; the defaults are the service's contract.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub memory_mb: u64,
+    pub cpus: f64,
+    pub pids: i64,
+    /// Size of the tmpfs at /tmp, the only writable place; also the largest file (fsize).
+    pub tmpfs_mb: u64,
+    pub shm_mb: u64,
+    pub nofile: i64,
+    /// Bytes of stdout and of stderr kept per run; the rest is discarded and flagged.
+    pub output_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_mb: 512,
+            cpus: 1.0,
+            pids: 100,
+            tmpfs_mb: 64,
+            shm_mb: 64,
+            nofile: 1024,
+            output_bytes: 1 << 20,
+        }
+    }
+}
+
+/// One script to run.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    /// Fixed when the execution was recorded before it ran (approvals); otherwise the sandbox
+    /// assigns one (the id of the container it uses).
+    pub execution_id: Option<Uuid>,
+    pub language: Language,
+    pub script: String,
+    pub stdin: String,
+    pub timeout: Duration,
+}
+
+/// How long each phase took. Phases served by a warm container before the request count zero;
+/// cleanup counts only what the request waited for (removal usually happens after the response).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timings {
+    pub create: Duration,
+    pub start: Duration,
+    pub run: Duration,
+    pub cleanup: Duration,
+}
+
+/// What happened in the container.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub execution_id: Uuid,
+    pub container_id: String,
+    /// `None` when the script did not finish (timeout, or the container died).
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: CappedText,
+    pub stderr: CappedText,
+    pub timed_out: bool,
+    pub oom_killed: bool,
+    /// The container died without the supervisor reporting an exit (message for the caller).
+    pub crashed: Option<String>,
+    pub usage: Usage,
+    pub timings: Timings,
+    /// Served by a container started before the request.
+    pub warm: bool,
+}
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum SandboxError {
+    /// The engine cannot be reached (stopped, socket missing, connection refused).
+    #[error("container engine unavailable: {0}")]
+    EngineUnavailable(String),
+    #[error("runner image `{0}` is not present; build it with `scriptgate images build`")]
+    ImageMissing(String),
+    /// The container did not become ready (supervisor failed or took too long).
+    #[error("sandbox failed to start: {0}")]
+    StartFailed(String),
+    /// The engine answered with an error we do not expect.
+    #[error("container engine error: {0}")]
+    Engine(String),
+}
+
+/// Whether the sandbox can take runs now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Readiness {
+    pub engine: bool,
+    /// (image, present)
+    pub images: Vec<(String, bool)>,
+    pub detail: Option<String>,
+}
+
+impl Readiness {
+    pub fn ready(&self) -> bool {
+        self.engine && self.images.iter().all(|(_, present)| *present)
+    }
+}
+
+/// Gauges of the sandbox's state, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SandboxStats {
+    pub containers_in_flight: u64,
+    pub pool_ready: u64,
+}
+
+/// Runs scripts in isolated, one-use environments.
+pub trait Runner: std::fmt::Debug + Send + Sync + 'static {
+    fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunOutcome, SandboxError>>;
+    fn readiness(&self) -> BoxFuture<'_, Readiness>;
+    fn stats(&self) -> SandboxStats;
+    /// Stops taking runs, discards warm containers and waits until every container is removed.
+    fn shutdown(&self) -> BoxFuture<'_, ()>;
+}

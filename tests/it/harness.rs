@@ -1,0 +1,156 @@
+//! Starting the real service (or the sandbox alone) for a test, and checking what it leaves behind.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use bollard::query_parameters::ListContainersOptions;
+use scriptgate::config::Config;
+use scriptgate::sandbox::docker::{DockerConfig, DockerSandbox};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+/// A unique instance label, so tests sharing one engine never see (or reap) each other's containers.
+pub fn instance() -> String {
+    format!("test-{}", uuid::Uuid::new_v4().simple())
+}
+
+pub async fn docker() -> Docker {
+    scriptgate::sandbox::docker::connect(None)
+        .await
+        .expect("a Docker engine for the integration tests")
+}
+
+/// Managed containers of `instance` (running or not).
+pub async fn containers(instance: &str) -> Vec<String> {
+    let filters = HashMap::from([(
+        "label".to_string(),
+        vec![
+            "scriptgate.managed=true".to_string(),
+            format!("scriptgate.instance={instance}"),
+        ],
+    )]);
+    docker()
+        .await
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await
+        .expect("list containers")
+        .into_iter()
+        .filter_map(|c| c.id)
+        .collect()
+}
+
+/// Waits until `instance` has at most `n` containers (removal is asynchronous by design).
+pub async fn settle(instance: &str, n: usize, within: Duration) -> usize {
+    let deadline = Instant::now() + within;
+    loop {
+        let count = containers(instance).await.len();
+        if count <= n || Instant::now() > deadline {
+            return count;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The real service on an ephemeral port.
+#[derive(Debug)]
+pub struct Service {
+    pub url: String,
+    pub instance: String,
+    pub client: reqwest::Client,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Service {
+    /// The service with the pool off (cold runs) unless `tweak` says otherwise.
+    pub async fn start(tweak: impl FnOnce(&mut Config)) -> Service {
+        let mut config = Config::default();
+        config.sandbox.instance = instance();
+        config.sandbox.pool.size = 0;
+        tweak(&mut config);
+        let instance = config.sandbox.instance.clone();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(scriptgate::run(config, listener, async {
+            let _ = rx.await;
+        }));
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while client.get(format!("{url}/healthz")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "service did not come up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Service {
+            url,
+            instance,
+            client,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.url))
+            .json(body)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status().as_u16();
+        let body = response.json().await.unwrap_or(Value::Null);
+        (status, body)
+    }
+
+    pub async fn execute(&self, language: &str, script: &str, timeout: u64) -> Value {
+        let (status, body) = self
+            .post(
+                "/v1/execute",
+                &serde_json::json!({"script_content": script, "script_type": language, "timeout": timeout}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    /// Graceful shutdown; then nothing of this instance may remain.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("service task").expect("service ran");
+        }
+        let left = containers(&self.instance).await;
+        assert!(left.is_empty(), "containers left after shutdown: {left:?}");
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        // A failed test still stops its service (its containers are then removed by the shutdown).
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// The sandbox alone: hostile scripts run here with validation bypassed, since the container is
+/// the boundary and must hold on its own.
+pub async fn sandbox(tweak: impl FnOnce(&mut DockerConfig)) -> DockerSandbox {
+    let mut config = DockerConfig {
+        instance: instance(),
+        ..DockerConfig::default()
+    };
+    config.pool.size = 0;
+    tweak(&mut config);
+    DockerSandbox::start(config).await.expect("sandbox starts")
+}

@@ -1,0 +1,434 @@
+//! HTTP shape against the real router with a hand-written fake runner (no Docker): status codes,
+//! typed error bodies, and the result object for every outcome. What the sandbox promises is tested
+//! against a real engine elsewhere.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use futures::future::BoxFuture;
+use scriptgate::App;
+use scriptgate::config::Config;
+use scriptgate::sandbox::{
+    CappedText, Readiness, RunOutcome, RunRequest, Runner, SandboxError, SandboxStats, Timings,
+    Usage,
+};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tower::ServiceExt;
+
+/// Answers by markers in the script: `EXIT n`, `TIMEOUT`, `OOM`, `CRASH`, `BLOCK` (waits for a
+/// release), `DOWN` (engine unavailable).
+#[derive(Debug, Default)]
+struct FakeRunner {
+    calls: AtomicUsize,
+    release: Notify,
+    ready: bool,
+}
+
+impl Runner for FakeRunner {
+    fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunOutcome, SandboxError>> {
+        Box::pin(async move {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let s = request.script.as_str();
+            if s.contains("DOWN") {
+                return Err(SandboxError::EngineUnavailable("engine stopped".into()));
+            }
+            if s.contains("BLOCK") {
+                self.release.notified().await;
+            }
+            let mut stdout = CappedText::new(8);
+            stdout.push(b"out put data");
+            let exit = s
+                .split_whitespace()
+                .skip_while(|w| *w != "EXIT")
+                .nth(1)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            Ok(RunOutcome {
+                execution_id: request.execution_id.unwrap_or_else(uuid::Uuid::new_v4),
+                container_id: "fake".into(),
+                exit_code: (!s.contains("TIMEOUT") && !s.contains("CRASH")).then_some(exit),
+                signal: s.contains("OOM").then_some(9),
+                stdout,
+                stderr: CappedText::new(8),
+                timed_out: s.contains("TIMEOUT"),
+                oom_killed: s.contains("OOM"),
+                crashed: s.contains("CRASH").then(|| "gone".to_string()),
+                usage: Usage {
+                    cpu_time_ms: 7,
+                    max_memory_bytes: 1234,
+                    oom_kills: 0,
+                },
+                timings: Timings {
+                    create: Duration::from_millis(3),
+                    ..Timings::default()
+                },
+                warm: false,
+            })
+        })
+    }
+
+    fn readiness(&self) -> BoxFuture<'_, Readiness> {
+        Box::pin(async move {
+            Readiness {
+                engine: self.ready,
+                images: vec![("runner:test".into(), self.ready)],
+                detail: (!self.ready).then(|| "engine down".into()),
+            }
+        })
+    }
+
+    fn stats(&self) -> SandboxStats {
+        SandboxStats::default()
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+fn app_with(runner: Arc<FakeRunner>, tweak: impl FnOnce(&mut Config)) -> axum::Router {
+    let mut config = Config::default();
+    tweak(&mut config);
+    let validator = scriptgate::validator(&config).expect("rules");
+    App::with_runner(&config, validator, runner).router
+}
+
+fn app() -> (Arc<FakeRunner>, axum::Router) {
+    let runner = Arc::new(FakeRunner {
+        ready: true,
+        ..FakeRunner::default()
+    });
+    (runner.clone(), app_with(runner, |_| {}))
+}
+
+async fn call(
+    router: &axum::Router,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: impl Into<Body>,
+) -> (StatusCode, Option<String>, Value) {
+    let mut req = Request::builder().method(method).uri(path);
+    if let Some(ct) = content_type {
+        req = req.header("content-type", ct);
+    }
+    let response = router
+        .clone()
+        .oneshot(req.body(body.into()).expect("request"))
+        .await
+        .expect("response");
+    let status = response.status();
+    let retry = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap_or("").to_string());
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    (
+        status,
+        retry,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+async fn post(router: &axum::Router, path: &str, body: &Value) -> (StatusCode, Value) {
+    let (status, _, body) = call(
+        router,
+        "POST",
+        path,
+        Some("application/json"),
+        body.to_string(),
+    )
+    .await;
+    (status, body)
+}
+
+fn assert_error(
+    status: StatusCode,
+    body: &Value,
+    want_status: u16,
+    want_type: &str,
+    mentions: &str,
+) {
+    assert_eq!(status.as_u16(), want_status, "{body}");
+    assert_eq!(body["error"]["type"], want_type, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains(mentions),
+        "{message:?} should mention {mentions:?}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_requests_are_typed_4xx_naming_the_field() {
+    let (runner, app) = app();
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"script_content": "x", "script_type": "ruby"}),
+            "script_type",
+        ),
+        (json!({"script_content": "x"}), "script_type"),
+        (json!({"script_type": "python"}), "script_content"),
+        (
+            json!({"script_content": "x", "script_type": "python", "timeout": 0}),
+            "timeout",
+        ),
+        (
+            json!({"script_content": "x", "script_type": "python", "timeout": 301}),
+            "timeout",
+        ),
+        (
+            json!({"script_content": "x", "script_type": "python", "timeout": -5}),
+            "timeout",
+        ),
+        (
+            json!({"script_content": "x", "script_type": "python", "timeout": 1e300}),
+            "timeout",
+        ),
+        (
+            json!({"script_content": "x", "script_type": "python", "timeout": "10"}),
+            "timeout",
+        ),
+        (
+            json!({"script_content": "x", "script_type": "python", "extra": 1}),
+            "extra",
+        ),
+        (
+            json!({"script_content": 5, "script_type": "python"}),
+            "script_content",
+        ),
+        (
+            json!({"script_content": "x", "script_type": "python", "stdin": "y".repeat(64 * 1024 + 1)}),
+            "stdin",
+        ),
+        (json!(["print(1)", "python"]), "JSON object"),
+    ];
+    for (body, field) in cases {
+        let (status, response) = post(&app, "/v1/execute", &body).await;
+        assert_error(status, &response, 400, "schema_error", field);
+    }
+    for raw in [
+        "{",
+        "",
+        "{\"script_content\": \"\\ud800\", \"script_type\": \"python\"}",
+        "null",
+    ] {
+        let (status, _, response) = call(
+            &app,
+            "POST",
+            "/v1/execute",
+            Some("application/json"),
+            raw.to_string(),
+        )
+        .await;
+        assert_error(status, &response, 400, "schema_error", "");
+    }
+    let invalid_utf8: Vec<u8> =
+        b"{\"script_content\": \"\xff\", \"script_type\": \"python\"}".to_vec();
+    let (status, _, response) = call(
+        &app,
+        "POST",
+        "/v1/execute",
+        Some("application/json"),
+        invalid_utf8,
+    )
+    .await;
+    assert_error(status, &response, 400, "schema_error", "");
+    let deep = format!("{}{}", "[".repeat(50_000), "]".repeat(50_000));
+    let (status, _, response) =
+        call(&app, "POST", "/v1/execute", Some("application/json"), deep).await;
+    assert_error(status, &response, 400, "schema_error", "");
+    assert_eq!(
+        runner.calls.load(Ordering::SeqCst),
+        0,
+        "nothing malformed reaches the sandbox"
+    );
+}
+
+#[tokio::test]
+async fn wrong_content_type_size_route_and_method_are_typed() {
+    let (_, app) = app();
+    let body = json!({"script_content": "print(1)", "script_type": "python"}).to_string();
+    let (status, _, r) = call(
+        &app,
+        "POST",
+        "/v1/execute",
+        Some("text/plain"),
+        body.clone(),
+    )
+    .await;
+    assert_error(
+        status,
+        &r,
+        415,
+        "unsupported_media_type",
+        "application/json",
+    );
+    let (status, _, r) = call(&app, "POST", "/v1/execute", None, body).await;
+    assert_error(status, &r, 415, "unsupported_media_type", "none");
+    let huge = json!({"script_content": "x".repeat(2 << 20), "script_type": "python"}).to_string();
+    let (status, _, r) = call(&app, "POST", "/v1/execute", Some("application/json"), huge).await;
+    assert_error(status, &r, 413, "payload_too_large", "limit");
+    let (status, _, r) = call(&app, "GET", "/v2/nothing", None, Body::empty()).await;
+    assert_error(status, &r, 404, "not_found", "/v2/nothing");
+    let (status, _, r) = call(&app, "GET", "/v1/execute", None, Body::empty()).await;
+    assert_error(status, &r, 405, "method_not_allowed", "GET");
+}
+
+#[tokio::test]
+async fn a_successful_run_has_the_full_result_shape() {
+    let (_, app) = app();
+    let (status, r) = post(
+        &app,
+        "/v1/execute",
+        &json!({"script_content": "print('hi')", "script_type": "python"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["success"], true);
+    assert_eq!(r["exit_code"], 0);
+    assert!(uuid::Uuid::parse_str(r["execution_id"].as_str().unwrap_or("")).is_ok());
+    assert_eq!(r["stdout"], "out put ");
+    assert_eq!(r["stdout_truncated"], true);
+    assert_eq!(r["stderr"], "");
+    assert_eq!(r["timeout"], false);
+    assert_eq!(r["validation_failed"], false);
+    assert_eq!(r["validation"]["valid"], true);
+    assert!(r["error"].is_null());
+    assert_eq!(r["resource_usage"]["cpu_time_ms"], 7);
+    assert_eq!(r["resource_usage"]["max_memory_bytes"], 1234);
+    assert_eq!(r["timings_ms"]["create"], 3);
+    for key in ["validate", "queue", "start", "run", "cleanup"] {
+        assert!(r["timings_ms"][key].is_u64(), "timings_ms.{key}");
+    }
+    assert!(r["duration_ms"].is_u64());
+}
+
+#[tokio::test]
+async fn outcomes_map_to_typed_errors() {
+    let (_, app) = app();
+    let cases = [
+        (
+            "print(1)  # EXIT 3",
+            "execution_failure",
+            Value::from(3),
+            false,
+        ),
+        ("print(1)  # TIMEOUT", "timeout", Value::Null, true),
+        (
+            "print(1)  # OOM",
+            "resource_limit_exceeded",
+            Value::from(0),
+            false,
+        ),
+        ("print(1)  # CRASH", "internal_error", Value::Null, false),
+    ];
+    for (script, kind, exit_code, timeout) in cases {
+        let (status, r) = post(
+            &app,
+            "/v1/execute",
+            &json!({"script_content": script, "script_type": "python"}),
+        )
+        .await;
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["success"], false, "{script}");
+        assert_eq!(r["error"]["type"], kind, "{script}");
+        assert_eq!(r["exit_code"], exit_code, "{script}");
+        assert_eq!(r["timeout"], timeout, "{script}");
+    }
+}
+
+#[tokio::test]
+async fn a_rejected_script_answers_200_and_never_runs() {
+    let (runner, app) = app();
+    let (status, r) = post(
+        &app,
+        "/v1/execute",
+        &json!({"script_content": "import os\nos.system('id')", "script_type": "python"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["success"], false);
+    assert_eq!(r["validation_failed"], true);
+    assert_eq!(r["error"]["type"], "validation_failed");
+    assert_eq!(r["validation"]["layer"], "dangerous");
+    assert!(r["exit_code"].is_null());
+    assert_eq!(runner.calls.load(Ordering::SeqCst), 0);
+    let (status, v) = post(
+        &app,
+        "/v1/validate",
+        &json!({"script_content": "x = (", "script_type": "python"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["layer"], "syntax");
+    assert_eq!(v["findings"][0]["line"], 1);
+    assert!(v.get("file").is_none());
+}
+
+#[tokio::test]
+async fn beyond_concurrency_and_queue_the_answer_is_429_with_retry_after() {
+    let runner = Arc::new(FakeRunner {
+        ready: true,
+        ..FakeRunner::default()
+    });
+    let app = app_with(runner.clone(), |c| {
+        c.execution.max_concurrent = 1;
+        c.execution.max_queue = 0;
+    });
+    let blocked = tokio::spawn({
+        let app = app.clone();
+        async move {
+            post(
+                &app,
+                "/v1/execute",
+                &json!({"script_content": "print(1)  # BLOCK", "script_type": "python"}),
+            )
+            .await
+        }
+    });
+    while runner.calls.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (status, retry, r) = call(
+        &app,
+        "POST",
+        "/v1/execute",
+        Some("application/json"),
+        json!({"script_content": "print(2)", "script_type": "python"}).to_string(),
+    )
+    .await;
+    assert_error(status, &r, 429, "overloaded", "retry");
+    assert_eq!(retry.as_deref(), Some("1"));
+    runner.release.notify_one();
+    let (status, _) = blocked.await.expect("blocked request");
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn engine_unavailable_is_503_and_readiness_reports_it() {
+    let runner = Arc::new(FakeRunner::default());
+    let app = app_with(runner, |_| {});
+    let (status, retry, r) = call(
+        &app,
+        "POST",
+        "/v1/execute",
+        Some("application/json"),
+        json!({"script_content": "print(1)  # DOWN", "script_type": "python"}).to_string(),
+    )
+    .await;
+    assert_error(status, &r, 503, "engine_unavailable", "engine");
+    assert!(retry.is_some());
+    let (status, _, r) = call(&app, "GET", "/readyz", None, Body::empty()).await;
+    assert_eq!(status, 503);
+    assert_eq!(r["ready"], false);
+    let (status, _, r) = call(&app, "GET", "/healthz", None, Body::empty()).await;
+    assert_eq!(status, 200);
+    assert_eq!(r["status"], "ok");
+}

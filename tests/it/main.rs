@@ -1,0 +1,12 @@
+//! The integration test binary: HTTP against the real router, and the sandbox against a real Docker
+//! engine (never a mock: the container is the boundary, so its promises are tested for real).
+//!
+//! Docker tests need a running engine and the runner images (`scripts/test` prepares both).
+
+mod cli;
+mod corpus;
+mod harness;
+mod http_shape;
+mod sandbox_contract;
+mod sandbox_limits;
+mod service;

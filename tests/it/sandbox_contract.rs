@@ -1,0 +1,181 @@
+//! The container contract, checked with `docker inspect` and from inside the container.
+
+use std::time::Duration;
+
+use scriptgate::sandbox::{RunRequest, Runner};
+use scriptgate::script::Language;
+
+use crate::harness;
+
+fn request(language: Language, script: &str, timeout: u64) -> RunRequest {
+    RunRequest {
+        execution_id: None,
+        language,
+        script: script.into(),
+        stdin: String::new(),
+        timeout: Duration::from_secs(timeout),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_engine_sees_the_hardened_configuration() {
+    let sandbox = harness::sandbox(|_| {}).await;
+    let id = uuid::Uuid::new_v4();
+    let runner = sandbox.clone();
+    let run = tokio::spawn(async move {
+        let mut r = request(Language::Bash, "sleep 3", 10);
+        r.execution_id = Some(id);
+        runner.run(r).await
+    });
+    let docker = harness::docker().await;
+    let filters = std::collections::HashMap::from([(
+        "label".to_string(),
+        vec![format!("scriptgate.execution_id={id}")],
+    )]);
+    let container = loop {
+        let found = docker
+            .list_containers(Some(bollard::query_parameters::ListContainersOptions {
+                all: true,
+                filters: Some(filters.clone()),
+                ..Default::default()
+            }))
+            .await
+            .expect("list");
+        if let Some(c) = found.into_iter().next() {
+            break c;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let inspect = docker
+        .inspect_container(container.id.as_deref().unwrap_or(""), None)
+        .await
+        .expect("inspect");
+    let host = inspect.host_config.expect("host config");
+    let config = inspect.config.expect("config");
+    assert_eq!(host.network_mode.as_deref(), Some("none"));
+    assert_eq!(config.network_disabled, Some(true));
+    assert_eq!(host.readonly_rootfs, Some(true));
+    assert_eq!(config.user.as_deref(), Some("65534:65534"));
+    assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+    assert!(
+        host.security_opt
+            .unwrap_or_default()
+            .contains(&"no-new-privileges".to_string())
+    );
+    assert_eq!(host.privileged, Some(false));
+    assert_eq!(host.pids_limit, Some(100));
+    assert_eq!(host.memory, Some(512 << 20));
+    assert_eq!(
+        host.memory_swap,
+        Some(512 << 20),
+        "swap equal to memory: no swap"
+    );
+    assert_eq!(host.nano_cpus, Some(1_000_000_000));
+    let tmpfs = host.tmpfs.unwrap_or_default();
+    let tmp = tmpfs.get("/tmp").expect("/tmp tmpfs");
+    for opt in ["size=64m", "nosuid", "nodev", "noexec"] {
+        assert!(tmp.contains(opt), "{tmp} has {opt}");
+    }
+    let ulimits: Vec<(String, i64)> = host
+        .ulimits
+        .unwrap_or_default()
+        .into_iter()
+        .map(|u| (u.name.unwrap_or_default(), u.hard.unwrap_or(0)))
+        .collect();
+    assert!(ulimits.contains(&("nofile".into(), 1024)), "{ulimits:?}");
+    assert!(ulimits.contains(&("fsize".into(), 64 << 20)), "{ulimits:?}");
+    assert_eq!(host.log_config.and_then(|l| l.typ).as_deref(), Some("none"));
+    assert!(host.binds.unwrap_or_default().is_empty(), "no host mounts");
+    assert!(
+        inspect
+            .mounts
+            .unwrap_or_default()
+            .iter()
+            .all(|m| m.destination.as_deref() != Some("/var/run/docker.sock"))
+    );
+    let labels = config.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get("scriptgate.managed").map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(labels.get("scriptgate.execution_id"), Some(&id.to_string()));
+    let outcome = run.await.expect("task").expect("run");
+    assert_eq!(outcome.execution_id, id);
+    assert_eq!(outcome.exit_code, Some(0));
+    sandbox.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn from_inside_the_container_every_promise_holds() {
+    let sandbox = harness::sandbox(|_| {}).await;
+    let script = r#"
+import os, socket, json
+out = {}
+out["uid"] = os.getuid(); out["gid"] = os.getgid()
+out["capeff"] = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0]
+out["nonewprivs"] = [l.split()[1] for l in open("/proc/self/status") if l.startswith("NoNewPrivs")][0]
+def attempt(f):
+    try:
+        f(); return "ok"
+    except Exception as e:
+        return type(e).__name__
+def connect():
+    s = socket.create_connection(("1.1.1.1", 53), timeout=2)
+out["connect"] = attempt(connect)
+out["dns"] = attempt(lambda: socket.getaddrinfo("example.com", 80))
+out["write_root"] = attempt(lambda: open("/x", "w"))
+out["write_etc"] = attempt(lambda: open("/etc/x", "w"))
+out["write_tmp"] = attempt(lambda: open("/tmp/x", "w").write("1"))
+out["supervisor_mem"] = attempt(lambda: open("/proc/1/mem", "rb").read(1))
+out["supervisor_environ"] = attempt(lambda: open("/proc/1/environ", "rb").read())
+out["supervisor_fd"] = attempt(lambda: os.listdir("/proc/1/fd"))
+out["docker_sock"] = os.path.exists("/var/run/docker.sock")
+out["pid1"] = open("/proc/1/comm").read().strip()
+out["hostname"] = socket.gethostname()
+out["env"] = sorted(os.environ)
+out["tmp_mount"] = [l.split()[3] for l in open("/proc/mounts") if l.split()[1] == "/tmp"][0]
+print(json.dumps(out))
+"#;
+    let outcome = sandbox
+        .run(request(Language::Python, script, 20))
+        .await
+        .expect("run");
+    assert_eq!(outcome.exit_code, Some(0), "{}", outcome.stderr.text());
+    let v: serde_json::Value =
+        serde_json::from_str(outcome.stdout.text().trim()).expect("json report");
+    assert_eq!(v["uid"], 65534);
+    assert_eq!(v["gid"], 65534);
+    assert_eq!(v["capeff"], "0000000000000000", "no capabilities");
+    assert_eq!(v["nonewprivs"], "1");
+    assert_ne!(v["connect"], "ok", "network is unreachable");
+    assert_ne!(v["dns"], "ok", "DNS fails");
+    assert_ne!(v["write_root"], "ok", "/ is read-only");
+    assert_ne!(v["write_etc"], "ok");
+    assert_eq!(v["write_tmp"], "ok", "/tmp is writable");
+    assert_ne!(
+        v["supervisor_mem"], "ok",
+        "the supervisor's memory is not readable"
+    );
+    assert_ne!(v["supervisor_environ"], "ok");
+    assert_ne!(v["supervisor_fd"], "ok");
+    assert_eq!(v["docker_sock"], false);
+    assert_eq!(v["pid1"], "scriptgate-supe");
+    assert_eq!(v["hostname"], "sandbox");
+    let env: Vec<&str> = v["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|e| e.as_str())
+        .collect();
+    assert!(
+        !env.iter()
+            .any(|k| k.contains("SCRIPTGATE") || k.contains("DOCKER")),
+        "service env not forwarded: {env:?}"
+    );
+    let tmp = v["tmp_mount"].as_str().unwrap_or("");
+    assert!(
+        tmp.contains("noexec") && tmp.contains("nosuid") && tmp.contains("nodev"),
+        "{tmp}"
+    );
+    sandbox.shutdown().await;
+}
