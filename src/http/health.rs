@@ -26,11 +26,16 @@ pub struct ReadyOut {
     pub ready: bool,
     pub engine: bool,
     pub images: Vec<ImageState>,
+    /// Warm containers waiting for a run (all languages).
+    pub pool_ready: u64,
+    /// Containers that exist now (warm, running, or being removed).
+    pub containers: u64,
     pub detail: Option<String>,
 }
 
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<ReadyOut>) {
     let r = state.gate.runner().readiness().await;
+    let stats = state.gate.runner().stats();
     let ready = r.ready();
     let body = ReadyOut {
         ready,
@@ -40,6 +45,8 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<Re
             .into_iter()
             .map(|(image, present)| ImageState { image, present })
             .collect(),
+        pool_ready: stats.pool_ready,
+        containers: stats.containers_in_flight,
         detail: r.detail,
     };
     let status = if ready {

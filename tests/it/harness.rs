@@ -121,6 +121,28 @@ impl Service {
         body
     }
 
+    /// Waits until `n` warm containers are ready (as `/readyz` reports).
+    pub async fn wait_pool(&self, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = self
+                .client
+                .get(format!("{}/readyz", self.url))
+                .send()
+                .await
+                .ok();
+            let body: Value = match ready {
+                Some(r) => r.json().await.unwrap_or(Value::Null),
+                None => Value::Null,
+            };
+            if body["pool_ready"].as_u64().unwrap_or(0) >= n {
+                return;
+            }
+            assert!(Instant::now() < deadline, "pool did not fill: {body}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Graceful shutdown; then nothing of this instance may remain.
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {

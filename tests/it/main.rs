@@ -7,6 +7,7 @@ mod cli;
 mod corpus;
 mod harness;
 mod http_shape;
+mod pool;
 mod sandbox_contract;
 mod sandbox_limits;
 mod service;
