@@ -9,6 +9,8 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+use crate::auth::{TokenSpec, token_list};
+use crate::executions::ApprovalMode;
 use crate::sandbox::docker::DockerConfig;
 use crate::validate::ValidationConfig;
 
@@ -19,6 +21,22 @@ pub struct Config {
     pub listen: SocketAddr,
     /// `text` for people, `json` for log collectors.
     pub log_format: LogFormat,
+    /// Where the database (executions, approvals, audit log) lives; default `data/` next to the
+    /// config file, else the user's data directory.
+    pub data_dir: Option<PathBuf>,
+    /// Agent tokens: `name:token,…` in `SCRIPTGATE_AGENT_TOKENS`, or `[[agent_tokens]]` tables
+    /// with `name` and `token` or `sha256` in the file.
+    #[serde(deserialize_with = "token_list")]
+    pub agent_tokens: Vec<TokenSpec>,
+    /// Operator tokens, same forms (`SCRIPTGATE_OPERATOR_TOKENS`).
+    #[serde(deserialize_with = "token_list")]
+    pub operator_tokens: Vec<TokenSpec>,
+    /// Serve on a non-loopback address without any token (never in production).
+    pub insecure_no_auth: bool,
+    /// `never`, `always`, or `on_warn` (hold scripts whose validation produced warn findings).
+    pub approval: ApprovalMode,
+    /// Undecided approvals expire after this long.
+    pub approval_timeout_secs: u64,
     pub validation: ValidationSettings,
     pub execution: ExecutionSettings,
     pub sandbox: DockerConfig,
@@ -29,11 +47,21 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             log_format: LogFormat::Text,
+            data_dir: None,
+            agent_tokens: Vec::new(),
+            operator_tokens: Vec::new(),
+            insecure_no_auth: false,
+            approval: ApprovalMode::Never,
+            approval_timeout_secs: 300,
             validation: ValidationSettings::default(),
             execution: ExecutionSettings::default(),
             sandbox: DockerConfig::default(),
         }
     }
+}
+
+fn default_data_dir() -> PathBuf {
+    dirs::data_dir().map_or_else(|| PathBuf::from("data"), |d| d.join("scriptgate"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,17 +153,39 @@ impl Config {
             }
             figment = figment.merge(Toml::file_exact(path));
         }
-        let config: Config = figment
-            .merge(Env::prefixed("SCRIPTGATE_").split("__"))
+        let mut config: Config = figment
+            .merge(Env::prefixed("SCRIPTGATE_").split("__").ignore(&["config"]))
             .extract()
             .map_err(|e| ConfigError::Load(Box::new(e)))?;
+        if config.data_dir.is_none() {
+            config.data_dir = Some(match file.and_then(Path::parent) {
+                Some(dir) => dir.join("data"),
+                None => default_data_dir(),
+            });
+        }
         config.check()?;
         Ok(config)
+    }
+
+    /// The data directory (the configured one, or the default).
+    pub fn data_dir(&self) -> PathBuf {
+        self.data_dir.clone().unwrap_or_else(default_data_dir)
+    }
+
+    /// The effective configuration with every token masked.
+    pub fn masked(&self) -> Config {
+        let mut c = self.clone();
+        c.agent_tokens = c.agent_tokens.iter().map(TokenSpec::masked).collect();
+        c.operator_tokens = c.operator_tokens.iter().map(TokenSpec::masked).collect();
+        c
     }
 
     pub fn check(&self) -> Result<(), ConfigError> {
         let e = &self.execution;
         let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
+        if self.approval_timeout_secs == 0 {
+            return bad("approval_timeout_secs must be at least 1");
+        }
         if e.default_timeout_secs == 0 || e.default_timeout_secs > e.max_timeout_secs {
             return bad(
                 "execution.default_timeout_secs must be between 1 and execution.max_timeout_secs",

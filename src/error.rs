@@ -96,6 +96,11 @@ impl IntoResponse for ApiError {
             tracing::error!(error = %detail, "internal error");
         }
         let mut response = (self.status(), axum::Json(self.body())).into_response();
+        if matches!(self, ApiError::Unauthorized(_)) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         let retry = match &self {
             ApiError::Overloaded { retry_after_secs } => Some(*retry_after_secs),
             ApiError::EngineUnavailable(_) => Some(5),

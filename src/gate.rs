@@ -1,28 +1,26 @@
-//! The execution path, independent of HTTP: validate → admit (bounded concurrency and queue) →
-//! run in the sandbox → a typed result. Every processed script yields an [`ExecutionResult`]; only
-//! "cannot take work now" conditions are errors ([`GateError`]).
+//! The execution path's building blocks, independent of HTTP and storage: validation (on the
+//! blocking pool), admission (bounded concurrency, bounded queue for synchronous callers), sandbox
+//! acquisition, and the classification of outcomes into typed errors.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use uuid::Uuid;
 
 use crate::config::ExecutionSettings;
-use crate::sandbox::{RunOutcome, RunRequest, Runner, SandboxError};
-use crate::script::Script;
+use crate::sandbox::{Lease, RunOutcome, Runner, SandboxError};
+use crate::script::{Language, Script};
 use crate::validate::Validator;
-use crate::validate::verdict::Verdict;
+use crate::validate::verdict::{Finding, Layer, Severity, Verdict};
 
-/// A checked execution request.
+/// A checked execution request (raw wire values become this only at the HTTP edge).
 #[derive(Debug, Clone)]
 pub struct ExecuteRequest {
     pub script: Script,
     pub timeout: Duration,
     pub stdin: String,
-    /// Set when the execution was recorded before it runs (approvals).
-    pub execution_id: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -33,6 +31,10 @@ pub enum ErrorKind {
     ResourceLimitExceeded,
     ExecutionFailure,
     InternalError,
+    /// An operator denied the execution.
+    Denied,
+    /// Nobody decided within the approval timeout.
+    ApprovalTimeout,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -42,32 +44,12 @@ pub struct ExecutionError {
     pub message: String,
 }
 
-/// Time spent in each stage of one execution.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StageTimings {
-    pub validate: Duration,
-    pub queue: Duration,
-    pub create: Duration,
-    pub start: Duration,
-    pub run: Duration,
-    pub cleanup: Duration,
-}
-
-/// The result of one processed script (valid or not).
-#[derive(Debug, Clone)]
-pub struct ExecutionResult {
-    pub execution_id: Uuid,
-    pub verdict: Verdict,
-    /// `None` when the script was not run (validation failed, or the sandbox failed to start).
-    pub outcome: Option<RunOutcome>,
-    pub error: Option<ExecutionError>,
-    pub timings: StageTimings,
-    pub duration: Duration,
-}
-
-impl ExecutionResult {
-    pub fn success(&self) -> bool {
-        self.error.is_none()
+impl ExecutionError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ExecutionError {
+            kind,
+            message: message.into(),
+        }
     }
 }
 
@@ -76,8 +58,12 @@ impl ExecutionResult {
 pub enum GateError {
     #[error("too many executions in progress")]
     Overloaded { retry_after_secs: u64 },
+    /// The engine or the runner image is not available (retry later).
     #[error("{0}")]
     Unavailable(String),
+    /// The sandbox failed to start for another reason.
+    #[error("{0}")]
+    SandboxFailed(String),
 }
 
 /// Bounded concurrency with a bounded queue in front of it.
@@ -97,31 +83,6 @@ impl Drop for Waiting<'_> {
     }
 }
 
-impl Admission {
-    async fn admit(&self) -> Result<OwnedSemaphorePermit, GateError> {
-        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
-            return Ok(permit);
-        }
-        if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.max_queue {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-            return Err(GateError::Overloaded {
-                retry_after_secs: 1,
-            });
-        }
-        let _waiting = Waiting(&self.waiting);
-        match tokio::time::timeout(self.queue_timeout, self.slots.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(permit),
-            Ok(Err(_)) => Err(GateError::Unavailable(
-                "the service is shutting down".into(),
-            )),
-            Err(_) => Err(GateError::Overloaded {
-                retry_after_secs: 2,
-            }),
-        }
-    }
-}
-
-/// Validation, admission and the sandbox, composed.
 #[derive(Debug)]
 pub struct Gate {
     validator: Validator,
@@ -164,23 +125,28 @@ impl Gate {
         &self.runner
     }
 
+    /// Runs at once (for metrics).
+    pub fn running(&self) -> usize {
+        self.settings.max_concurrent - self.admission.slots.available_permits()
+    }
+
     /// Validation is CPU work of up to a few milliseconds: it runs on the blocking pool.
     pub async fn validate(&self, script: Script) -> Verdict {
         let validator = self.validator.clone();
-        let fallback = script.language;
+        let language = script.language;
         tokio::task::spawn_blocking(move || validator.validate(&script))
             .await
             .unwrap_or_else(|e| {
-                // A panic in validation must not take the request down with a 500: fail closed.
+                // A panic in validation must not take the request down: fail closed.
                 tracing::error!(error = %e, "validation task failed");
                 Verdict {
-                    language: fallback,
+                    language,
                     valid: false,
-                    layer: Some(crate::validate::verdict::Layer::Syntax),
-                    findings: vec![crate::validate::verdict::Finding {
-                        layer: crate::validate::verdict::Layer::Syntax,
+                    layer: Some(Layer::Syntax),
+                    findings: vec![Finding {
+                        layer: Layer::Syntax,
                         rule: "validator-failure".into(),
-                        severity: crate::validate::verdict::Severity::Block,
+                        severity: Severity::Block,
                         message: "the script could not be validated".into(),
                         line: 1,
                         column: 1,
@@ -189,75 +155,63 @@ impl Gate {
             })
     }
 
-    pub async fn execute(&self, request: ExecuteRequest) -> Result<ExecutionResult, GateError> {
-        let started = Instant::now();
-        let verdict = self.validate(request.script.clone()).await;
-        let mut timings = StageTimings {
-            validate: started.elapsed(),
-            ..StageTimings::default()
-        };
-        if !verdict.valid {
-            let message = verdict.summary();
-            return Ok(ExecutionResult {
-                execution_id: request.execution_id.unwrap_or_else(Uuid::new_v4),
-                verdict,
-                outcome: None,
-                error: Some(ExecutionError {
-                    kind: ErrorKind::ValidationFailed,
-                    message,
-                }),
-                timings,
-                duration: started.elapsed(),
+    /// A slot for a caller that is waiting on the line: beyond the queue bound (or after the
+    /// queue timeout) the answer is "overloaded".
+    pub async fn admit(&self) -> Result<OwnedSemaphorePermit, GateError> {
+        let a = &self.admission;
+        if let Ok(permit) = a.slots.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        if a.waiting.fetch_add(1, Ordering::SeqCst) >= a.max_queue {
+            a.waiting.fetch_sub(1, Ordering::SeqCst);
+            return Err(GateError::Overloaded {
+                retry_after_secs: 1,
             });
         }
-        let queued = Instant::now();
-        let _permit = self.admission.admit().await?;
-        timings.queue = queued.elapsed();
-        let run = RunRequest {
-            execution_id: request.execution_id,
-            language: request.script.language,
-            script: request.script.text,
-            stdin: request.stdin,
-            timeout: request.timeout,
-        };
-        match self.runner.run(run).await {
-            Ok(outcome) => {
-                timings.create = outcome.timings.create;
-                timings.start = outcome.timings.start;
-                timings.run = outcome.timings.run;
-                timings.cleanup = outcome.timings.cleanup;
-                let error = self.classify(&outcome, request.timeout);
-                Ok(ExecutionResult {
-                    execution_id: outcome.execution_id,
-                    verdict,
-                    outcome: Some(outcome),
-                    error,
-                    timings,
-                    duration: started.elapsed(),
-                })
-            }
-            Err(e @ (SandboxError::EngineUnavailable(_) | SandboxError::ImageMissing(_))) => {
-                Err(GateError::Unavailable(e.to_string()))
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "sandbox failure");
-                Ok(ExecutionResult {
-                    execution_id: request.execution_id.unwrap_or_else(Uuid::new_v4),
-                    verdict,
-                    outcome: None,
-                    error: Some(ExecutionError {
-                        kind: ErrorKind::InternalError,
-                        message: "the sandbox failed to start".into(),
-                    }),
-                    timings,
-                    duration: started.elapsed(),
-                })
-            }
+        let _waiting = Waiting(&a.waiting);
+        match tokio::time::timeout(a.queue_timeout, a.slots.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) => Err(GateError::Unavailable(
+                "the service is shutting down".into(),
+            )),
+            Err(_) => Err(GateError::Overloaded {
+                retry_after_secs: 2,
+            }),
         }
     }
 
-    fn classify(&self, o: &RunOutcome, timeout: Duration) -> Option<ExecutionError> {
-        let error = |kind, message: String| Some(ExecutionError { kind, message });
+    /// A slot for accepted background work: it waits as long as it takes.
+    pub async fn admit_background(&self) -> Result<OwnedSemaphorePermit, GateError> {
+        self.admission
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| GateError::Unavailable("the service is shutting down".into()))
+    }
+
+    pub async fn acquire(
+        &self,
+        language: Language,
+        execution_id: Option<Uuid>,
+    ) -> Result<Box<dyn Lease>, GateError> {
+        self.runner
+            .acquire(language, execution_id)
+            .await
+            .map_err(|e| match e {
+                SandboxError::EngineUnavailable(_) | SandboxError::ImageMissing(_) => {
+                    GateError::Unavailable(e.to_string())
+                }
+                other => {
+                    tracing::error!(error = %other, "sandbox failure");
+                    GateError::SandboxFailed(other.to_string())
+                }
+            })
+    }
+
+    /// The typed error for a run's outcome (`None`: it succeeded).
+    pub fn classify(&self, o: &RunOutcome, timeout: Duration) -> Option<ExecutionError> {
+        let error = |kind, message: String| Some(ExecutionError::new(kind, message));
         if o.timed_out {
             return error(
                 ErrorKind::Timeout,

@@ -11,23 +11,29 @@
 //!   ──► typed result back to the agent
 //! ```
 
+pub mod auth;
 pub mod config;
 pub mod error;
+pub mod executions;
 pub mod gate;
 pub mod http;
 pub mod rules;
 pub mod sandbox;
 pub mod script;
+pub mod store;
 pub mod validate;
 
 use std::future::Future;
 use std::sync::Arc;
 
+use auth::Authenticator;
 use config::Config;
+use executions::{ApprovalMode, ApprovalPolicy, Executions};
 use gate::Gate;
 use rules::RuleSet;
 use sandbox::Runner;
 use sandbox::docker::DockerSandbox;
+use store::Store;
 use validate::Validator;
 
 /// Compiles the rules (built-in, or from `validation.rules_dir`).
@@ -39,36 +45,68 @@ pub fn validator(config: &Config) -> Result<Validator, rules::RuleError> {
     Ok(Validator::new(rules, config.validation.validation_config()))
 }
 
-/// A running service: its router and the sandbox behind it.
+/// A running service: its router and what it owns.
 #[derive(Debug)]
 pub struct App {
     pub router: axum::Router,
-    pub gate: Arc<Gate>,
+    pub executions: Arc<Executions>,
     pub runner: Arc<dyn Runner>,
 }
 
 impl App {
     /// Wires the service around a runner (the Docker sandbox, or a fake in router tests).
-    pub fn with_runner(config: &Config, validator: Validator, runner: Arc<dyn Runner>) -> App {
+    pub async fn with_runner(
+        config: &Config,
+        validator: Validator,
+        runner: Arc<dyn Runner>,
+    ) -> anyhow::Result<App> {
+        let auth = Authenticator::new(
+            &config.agent_tokens,
+            &config.operator_tokens,
+            config.listen.ip().is_loopback(),
+            config.insecure_no_auth,
+        )?;
+        if !auth.enabled() {
+            tracing::warn!("authentication is off (no tokens configured on a loopback address)");
+        } else if config.operator_tokens.is_empty() && config.approval != ApprovalMode::Never {
+            tracing::warn!(
+                "approval is required but no operator token is configured: nothing can be approved"
+            );
+        }
+        let store = Store::open(&config.data_dir())?;
         let gate = Arc::new(Gate::new(
             validator,
             runner.clone(),
             config.execution.clone(),
             config.sandbox.limits.memory_mb,
         ));
-        let router = http::router(http::AppState { gate: gate.clone() });
-        App {
+        let policy = ApprovalPolicy {
+            mode: config.approval,
+            timeout: std::time::Duration::from_secs(config.approval_timeout_secs),
+        };
+        let executions = Executions::start(gate, store, policy).await?;
+        let router = http::router(http::AppState {
+            executions: executions.clone(),
+            auth: Arc::new(auth),
+        });
+        Ok(App {
             router,
-            gate,
+            executions,
             runner,
-        }
+        })
     }
 
     /// The service with the Docker sandbox.
     pub async fn start(config: &Config) -> anyhow::Result<App> {
         let validator = validator(config)?;
         let sandbox = DockerSandbox::start(config.sandbox.clone()).await?;
-        Ok(App::with_runner(config, validator, Arc::new(sandbox)))
+        App::with_runner(config, validator, Arc::new(sandbox)).await
+    }
+
+    /// Stops background executions, then removes every container.
+    pub async fn shutdown(&self) {
+        self.executions.shutdown().await;
+        self.runner.shutdown().await;
     }
 }
 
@@ -80,11 +118,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let app = App::start(&config).await?;
-    tracing::info!(addr = %listener.local_addr()?, "scriptgate listening");
+    tracing::info!(addr = %listener.local_addr()?, data = %config.data_dir().display(), "scriptgate listening");
     let served = axum::serve(listener, app.router.clone())
         .with_graceful_shutdown(shutdown)
         .await;
-    app.runner.shutdown().await;
+    app.shutdown().await;
     tracing::info!("scriptgate stopped");
     served.map_err(Into::into)
 }

@@ -38,6 +38,23 @@ enum Command {
         /// TOML configuration file; `SCRIPTGATE_*` variables override it.
         #[arg(long, env = "SCRIPTGATE_CONFIG")]
         config: Option<PathBuf>,
+        /// Allow serving on a non-loopback address without any token.
+        #[arg(long)]
+        insecure_no_auth: bool,
+    },
+    /// The tamper-evident audit log.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+        #[command(flatten)]
+        source: DataSource,
+    },
+    /// The configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+        #[arg(long, env = "SCRIPTGATE_CONFIG", global = true)]
+        config: Option<PathBuf>,
     },
     /// Validate script files; prints one JSON verdict per file. Exit 0 when all are valid, 1 when
     /// any is rejected, 2 on usage or read errors.
@@ -59,6 +76,33 @@ enum Command {
         #[command(subcommand)]
         command: ImagesCommand,
     },
+}
+
+#[derive(Debug, clap::Args)]
+struct DataSource {
+    /// Configuration file (its data directory is used unless --data-dir is given).
+    #[arg(long, env = "SCRIPTGATE_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// Data directory holding scriptgate.db.
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditCommand {
+    /// Check the hash chain; names the first broken record (exit 1 when broken).
+    Verify,
+    /// Print the most recent records as JSON lines.
+    Tail {
+        #[arg(short = 'n', long, default_value_t = 20)]
+        lines: usize,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration (defaults < file < environment) as TOML, tokens masked.
+    Show,
 }
 
 #[derive(Debug, Subcommand)]
@@ -116,7 +160,20 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Serve { listen, config } => serve(listen, config),
+        Command::Serve {
+            listen,
+            config,
+            insecure_no_auth,
+        } => serve(listen, config, insecure_no_auth),
+        Command::Audit { command, source } => audit(command, source),
+        Command::Config {
+            command: ConfigCommand::Show,
+            config,
+        } => {
+            let config = Config::load(config.as_deref())?;
+            print!("{}", toml::to_string_pretty(&config.masked())?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Validate {
             language,
             rules,
@@ -163,11 +220,61 @@ fn build_images(
     })
 }
 
-fn serve(listen: Option<std::net::SocketAddr>, file: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+fn audit(command: AuditCommand, source: DataSource) -> anyhow::Result<ExitCode> {
+    let dir = match source.data_dir {
+        Some(d) => d,
+        None => Config::load(source.config.as_deref())?.data_dir(),
+    };
+    if !dir.join("scriptgate.db").is_file() {
+        anyhow::bail!(
+            "no database in {} (pass --data-dir or --config)",
+            dir.display()
+        );
+    }
+    let store = scriptgate::store::Store::open(&dir)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        match command {
+            AuditCommand::Verify => match store.audit_verify().await? {
+                Ok(count) => {
+                    println!(
+                        "audit log {}: {count} records, chain intact",
+                        store.path().display()
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(b) => {
+                    println!(
+                        "audit log {}: broken at record {}: {}",
+                        store.path().display(),
+                        b.seq,
+                        b.reason
+                    );
+                    Ok(ExitCode::from(1))
+                }
+            },
+            AuditCommand::Tail { lines } => {
+                let mut out = std::io::stdout().lock();
+                for record in store.audit_tail(lines).await? {
+                    serde_json::to_writer(&mut out, &record)?;
+                    writeln!(out)?;
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    })
+}
+
+fn serve(
+    listen: Option<std::net::SocketAddr>,
+    file: Option<PathBuf>,
+    insecure_no_auth: bool,
+) -> anyhow::Result<ExitCode> {
     let mut config = Config::load(file.as_deref())?;
     if let Some(addr) = listen {
         config.listen = addr;
     }
+    config.insecure_no_auth |= insecure_no_auth;
     init_tracing(config.log_format);
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {

@@ -1,17 +1,24 @@
-//! `POST /v1/execute`: validate and run a script, answer with the typed result.
+//! `POST /v1/execute`: validate and run a script within the request, answer with the result (or,
+//! when an operator must approve it first, 202 with where to read it later).
 
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::auth::Authenticated;
 use super::{AppState, Json};
+use crate::auth::Role;
 use crate::config::ExecutionSettings;
 use crate::error::ApiError;
-use crate::gate::{ExecuteRequest, ExecutionError, ExecutionResult, GateError};
+use crate::executions::record::{Approval, ExecutionRecord, Status};
+use crate::executions::{ExecError, Submitted};
+use crate::gate::{ExecuteRequest, ExecutionError, GateError};
 use crate::script::{Language, Script};
 use crate::validate::verdict::Verdict;
 
-/// The request body.
+/// The request body of `/v1/execute` and `/v1/executions`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteIn {
@@ -46,7 +53,6 @@ impl ExecuteIn {
             script: Script::new(self.script_type, self.script_content),
             timeout: std::time::Duration::from_secs(timeout),
             stdin,
-            execution_id: None,
         })
     }
 }
@@ -57,20 +63,11 @@ pub struct ResourceUsage {
     pub max_memory_bytes: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TimingsMs {
-    pub validate: u64,
-    pub queue: u64,
-    pub create: u64,
-    pub start: u64,
-    pub run: u64,
-    pub cleanup: u64,
-}
-
-/// The result of a processed script.
+/// The result of an execution (the same object for `/v1/execute` and `/v1/executions/{id}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecuteOut {
     pub execution_id: Uuid,
+    pub status: Status,
     pub success: bool,
     pub exit_code: Option<i32>,
     pub stdout: String,
@@ -83,46 +80,69 @@ pub struct ExecuteOut {
     pub validation: Verdict,
     pub error: Option<ExecutionError>,
     pub resource_usage: ResourceUsage,
-    pub timings_ms: TimingsMs,
+    pub timings_ms: crate::executions::record::StageMs,
     /// Served by a container started before the request.
     pub warm: bool,
+    pub approval: Option<Approval>,
+    pub agent: String,
 }
 
-fn ms(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-impl From<ExecutionResult> for ExecuteOut {
-    fn from(r: ExecutionResult) -> Self {
-        let success = r.success();
-        let validation_failed = !r.verdict.valid;
-        let o = r.outcome.as_ref();
+impl From<&ExecutionRecord> for ExecuteOut {
+    fn from(r: &ExecutionRecord) -> Self {
+        let o = r.result.as_ref();
         ExecuteOut {
-            execution_id: r.execution_id,
-            success,
+            execution_id: r.id,
+            status: r.status,
+            success: r.success(),
             exit_code: o.and_then(|o| o.exit_code),
-            stdout: o.map(|o| o.stdout.text()).unwrap_or_default(),
-            stderr: o.map(|o| o.stderr.text()).unwrap_or_default(),
-            stdout_truncated: o.is_some_and(|o| o.stdout.truncated()),
-            stderr_truncated: o.is_some_and(|o| o.stderr.truncated()),
+            stdout: o.map(|o| o.stdout.clone()).unwrap_or_default(),
+            stderr: o.map(|o| o.stderr.clone()).unwrap_or_default(),
+            stdout_truncated: o.is_some_and(|o| o.stdout_truncated),
+            stderr_truncated: o.is_some_and(|o| o.stderr_truncated),
             timeout: o.is_some_and(|o| o.timed_out),
-            duration_ms: ms(r.duration),
-            validation_failed,
-            validation: r.verdict,
-            error: r.error,
+            duration_ms: r.duration_ms,
+            validation_failed: !r.verdict.valid,
+            validation: r.verdict.clone(),
+            error: r.error.clone(),
             resource_usage: ResourceUsage {
-                cpu_time_ms: o.map_or(0, |o| o.usage.cpu_time_ms),
-                max_memory_bytes: o.map_or(0, |o| o.usage.max_memory_bytes),
+                cpu_time_ms: o.map_or(0, |o| o.cpu_time_ms),
+                max_memory_bytes: o.map_or(0, |o| o.max_memory_bytes),
             },
-            timings_ms: TimingsMs {
-                validate: ms(r.timings.validate),
-                queue: ms(r.timings.queue),
-                create: ms(r.timings.create),
-                start: ms(r.timings.start),
-                run: ms(r.timings.run),
-                cleanup: ms(r.timings.cleanup),
-            },
+            timings_ms: r.timings,
             warm: o.is_some_and(|o| o.warm),
+            approval: r.approval.clone(),
+            agent: r.agent.clone(),
+        }
+    }
+}
+
+/// Where to read an accepted execution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Links {
+    #[serde(rename = "self")]
+    pub this: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
+}
+
+/// 202 body: accepted, not finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmissionOut {
+    pub execution_id: Uuid,
+    pub status: Status,
+    pub links: Links,
+}
+
+impl From<&ExecutionRecord> for SubmissionOut {
+    fn from(r: &ExecutionRecord) -> Self {
+        SubmissionOut {
+            execution_id: r.id,
+            status: r.status,
+            links: Links {
+                this: format!("/v1/executions/{}", r.id),
+                approval: (r.status == Status::PendingApproval)
+                    .then(|| format!("/v1/approvals/{}", r.id)),
+            },
         }
     }
 }
@@ -132,15 +152,35 @@ impl From<GateError> for ApiError {
         match e {
             GateError::Overloaded { retry_after_secs } => ApiError::Overloaded { retry_after_secs },
             GateError::Unavailable(m) => ApiError::EngineUnavailable(m),
+            GateError::SandboxFailed(m) => ApiError::Internal(m),
+        }
+    }
+}
+
+impl From<ExecError> for ApiError {
+    fn from(e: ExecError) -> Self {
+        match e {
+            ExecError::Gate(g) => g.into(),
+            ExecError::NotFound => ApiError::NotFound("no such execution".into()),
+            ExecError::Conflict(_) => ApiError::Conflict(e.to_string()),
+            ExecError::Store(s) => ApiError::Internal(s.to_string()),
         }
     }
 }
 
 pub async fn execute(
     State(state): State<AppState>,
+    caller: Authenticated,
     Json(body): Json<ExecuteIn>,
-) -> Result<axum::Json<ExecuteOut>, ApiError> {
-    let request = body.check(state.gate.settings())?;
-    let result = state.gate.execute(request).await?;
-    Ok(axum::Json(result.into()))
+) -> Result<Response, ApiError> {
+    let caller = caller.require(Role::Agent)?;
+    let request = body.check(state.executions.gate().settings())?;
+    Ok(
+        match state.executions.submit(caller, request, true).await? {
+            Submitted::Finished(rec) => axum::Json(ExecuteOut::from(&rec)).into_response(),
+            Submitted::Accepted(rec) => {
+                (StatusCode::ACCEPTED, axum::Json(SubmissionOut::from(&rec))).into_response()
+            }
+        },
+    )
 }

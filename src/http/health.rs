@@ -34,8 +34,9 @@ pub struct ReadyOut {
 }
 
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<ReadyOut>) {
-    let r = state.gate.runner().readiness().await;
-    let stats = state.gate.runner().stats();
+    let runner = state.executions.gate().runner();
+    let r = runner.readiness().await;
+    let stats = runner.stats();
     let ready = r.ready();
     let body = ReadyOut {
         ready,

@@ -1,8 +1,11 @@
 //! The HTTP front end: routes, the JSON extractor and wire types (`…In` / `…Out`), one file per
-//! resource. Handlers convert wire types to checked domain types and call the [`Gate`]; nothing
-//! below this module knows about axum.
+//! resource. Handlers authenticate the caller, convert wire types to checked domain types and call
+//! the [`Executions`] service; nothing below this module knows about axum.
 
+mod approvals;
+mod auth;
 mod execute;
+mod executions;
 mod health;
 mod json;
 mod validate;
@@ -16,25 +19,33 @@ use axum::routing::{get, post};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
+use crate::auth::Authenticator;
 use crate::error::ApiError;
-use crate::gate::Gate;
-pub use execute::{ExecuteIn, ExecuteOut, ResourceUsage, TimingsMs};
+use crate::executions::Executions;
+pub use approvals::{DecisionIn, PendingList, PendingOut};
+pub use auth::Authenticated;
+pub use execute::{ExecuteIn, ExecuteOut, Links, ResourceUsage, SubmissionOut};
 pub use health::ReadyOut;
 pub use json::Json;
 pub use validate::ValidateIn;
 
 #[derive(Debug, Clone)]
 pub struct AppState {
-    pub gate: Arc<Gate>,
+    pub executions: Arc<Executions>,
+    pub auth: Arc<Authenticator>,
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 pub fn router(state: AppState) -> Router {
-    let max_body = state.gate.settings().max_body_bytes;
+    let max_body = state.executions.gate().settings().max_body_bytes;
     Router::new()
         .route("/v1/execute", post(execute::execute))
         .route("/v1/validate", post(validate::validate))
+        .route("/v1/executions", post(executions::submit))
+        .route("/v1/executions/{id}", get(executions::get))
+        .route("/v1/approvals", get(approvals::list))
+        .route("/v1/approvals/{id}", post(approvals::decide))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .fallback(not_found)

@@ -3,7 +3,9 @@
 use axum::extract::State;
 use serde::Deserialize;
 
+use super::auth::Authenticated;
 use super::{AppState, Json};
+use crate::auth::Role;
 use crate::error::ApiError;
 use crate::script::{Language, Script};
 use crate::validate::verdict::Verdict;
@@ -17,11 +19,10 @@ pub struct ValidateIn {
 
 pub async fn validate(
     State(state): State<AppState>,
+    caller: Authenticated,
     Json(body): Json<ValidateIn>,
 ) -> Result<axum::Json<Verdict>, ApiError> {
-    let verdict = state
-        .gate
-        .validate(Script::new(body.script_type, body.script_content))
-        .await;
-    Ok(axum::Json(verdict))
+    caller.require(Role::Agent)?;
+    let script = Script::new(body.script_type, body.script_content);
+    Ok(axum::Json(state.executions.gate().validate(script).await))
 }

@@ -46,7 +46,15 @@ impl Default for Limits {
     }
 }
 
-/// One script to run.
+/// What a lease runs.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub script: String,
+    pub stdin: String,
+    pub timeout: Duration,
+}
+
+/// One script to run, for one-step callers ([`RunnerExt::run`]).
 #[derive(Debug, Clone)]
 pub struct RunRequest {
     /// Fixed when the execution was recorded before it ran (approvals); otherwise the sandbox
@@ -125,11 +133,45 @@ pub struct SandboxStats {
     pub pool_ready: u64,
 }
 
+/// A sandbox held for one run. Its execution id is known before the script runs (so the run can
+/// be recorded first); dropping a lease without running it discards the sandbox.
+pub trait Lease: std::fmt::Debug + Send {
+    fn execution_id(&self) -> Uuid;
+    /// Started before the request (a warm container).
+    fn warm(&self) -> bool;
+    /// Runs the script; always yields an outcome (a dying sandbox is part of the outcome).
+    fn run(self: Box<Self>, spec: RunSpec) -> BoxFuture<'static, RunOutcome>;
+}
+
 /// Runs scripts in isolated, one-use environments.
 pub trait Runner: std::fmt::Debug + Send + Sync + 'static {
-    fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunOutcome, SandboxError>>;
+    /// A ready sandbox for `language`: warm when one is waiting and no id is imposed, otherwise
+    /// started now and labelled with `execution_id` (or a new id).
+    fn acquire(
+        &self,
+        language: Language,
+        execution_id: Option<Uuid>,
+    ) -> BoxFuture<'_, Result<Box<dyn Lease>, SandboxError>>;
     fn readiness(&self) -> BoxFuture<'_, Readiness>;
     fn stats(&self) -> SandboxStats;
     /// Stops taking runs, discards warm containers and waits until every container is removed.
     fn shutdown(&self) -> BoxFuture<'_, ()>;
 }
+
+/// One-step runs: acquire, then run.
+pub trait RunnerExt: Runner {
+    fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunOutcome, SandboxError>> {
+        Box::pin(async move {
+            let lease = self.acquire(request.language, request.execution_id).await?;
+            Ok(lease
+                .run(RunSpec {
+                    script: request.script,
+                    stdin: request.stdin,
+                    timeout: request.timeout,
+                })
+                .await)
+        })
+    }
+}
+
+impl<T: Runner + ?Sized> RunnerExt for T {}

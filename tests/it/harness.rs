@@ -61,6 +61,7 @@ pub async fn settle(instance: &str, n: usize, within: Duration) -> usize {
 pub struct Service {
     pub url: String,
     pub instance: String,
+    pub data_dir: std::path::PathBuf,
     pub client: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
@@ -72,8 +73,10 @@ impl Service {
         let mut config = Config::default();
         config.sandbox.instance = instance();
         config.sandbox.pool.size = 0;
+        config.data_dir = Some(tempfile::tempdir().expect("data dir").keep());
         tweak(&mut config);
         let instance = config.sandbox.instance.clone();
+        let data_dir = config.data_dir();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -91,6 +94,7 @@ impl Service {
         Service {
             url,
             instance,
+            data_dir,
             client,
             shutdown: Some(tx),
             task: Some(task),

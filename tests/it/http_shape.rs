@@ -12,9 +12,10 @@ use futures::future::BoxFuture;
 use scriptgate::App;
 use scriptgate::config::Config;
 use scriptgate::sandbox::{
-    CappedText, Readiness, RunOutcome, RunRequest, Runner, SandboxError, SandboxStats, Timings,
+    CappedText, Lease, Readiness, RunOutcome, RunSpec, Runner, SandboxError, SandboxStats, Timings,
     Usage,
 };
+use scriptgate::script::Language;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tower::ServiceExt;
@@ -24,50 +25,33 @@ use tower::ServiceExt;
 #[derive(Debug, Default)]
 struct FakeRunner {
     calls: AtomicUsize,
-    release: Notify,
+    release: Arc<Notify>,
     ready: bool,
+    /// The engine is "down" for every acquisition.
+    down: bool,
+}
+
+#[derive(Debug)]
+struct FakeLease {
+    id: uuid::Uuid,
+    release: Arc<Notify>,
 }
 
 impl Runner for FakeRunner {
-    fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunOutcome, SandboxError>> {
+    fn acquire(
+        &self,
+        _language: Language,
+        execution_id: Option<uuid::Uuid>,
+    ) -> BoxFuture<'_, Result<Box<dyn Lease>, SandboxError>> {
         Box::pin(async move {
             self.calls.fetch_add(1, Ordering::SeqCst);
-            let s = request.script.as_str();
-            if s.contains("DOWN") {
+            if self.down {
                 return Err(SandboxError::EngineUnavailable("engine stopped".into()));
             }
-            if s.contains("BLOCK") {
-                self.release.notified().await;
-            }
-            let mut stdout = CappedText::new(8);
-            stdout.push(b"out put data");
-            let exit = s
-                .split_whitespace()
-                .skip_while(|w| *w != "EXIT")
-                .nth(1)
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            Ok(RunOutcome {
-                execution_id: request.execution_id.unwrap_or_else(uuid::Uuid::new_v4),
-                container_id: "fake".into(),
-                exit_code: (!s.contains("TIMEOUT") && !s.contains("CRASH")).then_some(exit),
-                signal: s.contains("OOM").then_some(9),
-                stdout,
-                stderr: CappedText::new(8),
-                timed_out: s.contains("TIMEOUT"),
-                oom_killed: s.contains("OOM"),
-                crashed: s.contains("CRASH").then(|| "gone".to_string()),
-                usage: Usage {
-                    cpu_time_ms: 7,
-                    max_memory_bytes: 1234,
-                    oom_kills: 0,
-                },
-                timings: Timings {
-                    create: Duration::from_millis(3),
-                    ..Timings::default()
-                },
-                warm: false,
-            })
+            Ok(Box::new(FakeLease {
+                id: execution_id.unwrap_or_else(uuid::Uuid::new_v4),
+                release: self.release.clone(),
+            }) as Box<dyn Lease>)
         })
     }
 
@@ -90,19 +74,73 @@ impl Runner for FakeRunner {
     }
 }
 
-fn app_with(runner: Arc<FakeRunner>, tweak: impl FnOnce(&mut Config)) -> axum::Router {
-    let mut config = Config::default();
-    tweak(&mut config);
-    let validator = scriptgate::validator(&config).expect("rules");
-    App::with_runner(&config, validator, runner).router
+impl Lease for FakeLease {
+    fn execution_id(&self) -> uuid::Uuid {
+        self.id
+    }
+
+    fn warm(&self) -> bool {
+        false
+    }
+
+    fn run(self: Box<Self>, request: RunSpec) -> BoxFuture<'static, RunOutcome> {
+        Box::pin(async move {
+            let s = request.script.as_str();
+            if s.contains("BLOCK") {
+                self.release.notified().await;
+            }
+            let mut stdout = CappedText::new(8);
+            stdout.push(b"out put data");
+            let exit = s
+                .split_whitespace()
+                .skip_while(|w| *w != "EXIT")
+                .nth(1)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            RunOutcome {
+                execution_id: self.id,
+                container_id: "fake".into(),
+                exit_code: (!s.contains("TIMEOUT") && !s.contains("CRASH")).then_some(exit),
+                signal: s.contains("OOM").then_some(9),
+                stdout,
+                stderr: CappedText::new(8),
+                timed_out: s.contains("TIMEOUT"),
+                oom_killed: s.contains("OOM"),
+                crashed: s.contains("CRASH").then(|| "gone".to_string()),
+                usage: Usage {
+                    cpu_time_ms: 7,
+                    max_memory_bytes: 1234,
+                    oom_kills: 0,
+                },
+                timings: Timings {
+                    create: Duration::from_millis(3),
+                    ..Timings::default()
+                },
+                warm: false,
+            }
+        })
+    }
 }
 
-fn app() -> (Arc<FakeRunner>, axum::Router) {
+async fn app_with(runner: Arc<FakeRunner>, tweak: impl FnOnce(&mut Config)) -> axum::Router {
+    let mut config = Config {
+        data_dir: Some(tempfile::tempdir().expect("data dir").keep()),
+        ..Config::default()
+    };
+    tweak(&mut config);
+    let validator = scriptgate::validator(&config).expect("rules");
+    App::with_runner(&config, validator, runner)
+        .await
+        .expect("app")
+        .router
+}
+
+async fn app() -> (Arc<FakeRunner>, axum::Router) {
     let runner = Arc::new(FakeRunner {
         ready: true,
         ..FakeRunner::default()
     });
-    (runner.clone(), app_with(runner, |_| {}))
+    (runner.clone(), app_with(runner, |_| {}).await)
 }
 
 async fn call(
@@ -166,7 +204,7 @@ fn assert_error(
 
 #[tokio::test]
 async fn malformed_requests_are_typed_4xx_naming_the_field() {
-    let (runner, app) = app();
+    let (runner, app) = app().await;
     let cases: Vec<(Value, &str)> = vec![
         (
             json!({"script_content": "x", "script_type": "ruby"}),
@@ -252,7 +290,7 @@ async fn malformed_requests_are_typed_4xx_naming_the_field() {
 
 #[tokio::test]
 async fn wrong_content_type_size_route_and_method_are_typed() {
-    let (_, app) = app();
+    let (_, app) = app().await;
     let body = json!({"script_content": "print(1)", "script_type": "python"}).to_string();
     let (status, _, r) = call(
         &app,
@@ -282,7 +320,7 @@ async fn wrong_content_type_size_route_and_method_are_typed() {
 
 #[tokio::test]
 async fn a_successful_run_has_the_full_result_shape() {
-    let (_, app) = app();
+    let (_, app) = app().await;
     let (status, r) = post(
         &app,
         "/v1/execute",
@@ -311,7 +349,7 @@ async fn a_successful_run_has_the_full_result_shape() {
 
 #[tokio::test]
 async fn outcomes_map_to_typed_errors() {
-    let (_, app) = app();
+    let (_, app) = app().await;
     let cases = [
         (
             "print(1)  # EXIT 3",
@@ -345,7 +383,7 @@ async fn outcomes_map_to_typed_errors() {
 
 #[tokio::test]
 async fn a_rejected_script_answers_200_and_never_runs() {
-    let (runner, app) = app();
+    let (runner, app) = app().await;
     let (status, r) = post(
         &app,
         "/v1/execute",
@@ -381,7 +419,8 @@ async fn beyond_concurrency_and_queue_the_answer_is_429_with_retry_after() {
     let app = app_with(runner.clone(), |c| {
         c.execution.max_concurrent = 1;
         c.execution.max_queue = 0;
-    });
+    })
+    .await;
     let blocked = tokio::spawn({
         let app = app.clone();
         async move {
@@ -413,14 +452,17 @@ async fn beyond_concurrency_and_queue_the_answer_is_429_with_retry_after() {
 
 #[tokio::test]
 async fn engine_unavailable_is_503_and_readiness_reports_it() {
-    let runner = Arc::new(FakeRunner::default());
-    let app = app_with(runner, |_| {});
+    let runner = Arc::new(FakeRunner {
+        down: true,
+        ..FakeRunner::default()
+    });
+    let app = app_with(runner, |_| {}).await;
     let (status, retry, r) = call(
         &app,
         "POST",
         "/v1/execute",
         Some("application/json"),
-        json!({"script_content": "print(1)  # DOWN", "script_type": "python"}).to_string(),
+        json!({"script_content": "print(1)", "script_type": "python"}).to_string(),
     )
     .await;
     assert_error(status, &r, 503, "engine_unavailable", "engine");

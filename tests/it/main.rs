@@ -3,6 +3,7 @@
 //!
 //! Docker tests need a running engine and the runner images (`scripts/test` prepares both).
 
+mod approvals;
 mod cli;
 mod corpus;
 mod harness;

@@ -105,15 +105,50 @@ fn free_port() -> u16 {
         .expect("free port")
 }
 
-fn spawn_service(instance: &str, port: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .env("SCRIPTGATE_SANDBOX__INSTANCE", instance)
-        .env("SCRIPTGATE_SANDBOX__POOL__SIZE", "2")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("service process")
+/// A service process that is stopped (SIGTERM, then SIGKILL) when dropped, so a failing test never
+/// leaves a service running.
+struct Spawned(Child);
+
+impl Spawned {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+
+    fn terminate(&mut self) {
+        // SAFETY: signalling a child process we spawned.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            self.terminate();
+        }
+    }
+}
+
+fn spawn_service(instance: &str, data_dir: &std::path::Path, port: u16) -> Spawned {
+    Spawned(
+        Command::new(env!("CARGO_BIN_EXE_scriptgate"))
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .env("SCRIPTGATE_SANDBOX__INSTANCE", instance)
+            .env("SCRIPTGATE_DATA_DIR", data_dir)
+            .env("SCRIPTGATE_SANDBOX__POOL__SIZE", "2")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("service process"),
+    )
 }
 
 async fn wait_ready(port: u16) {
@@ -136,8 +171,9 @@ async fn wait_ready(port: u16) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_service_leaves_nothing_its_restart_does_not_remove() {
     let instance = harness::instance();
+    let data_dir = tempfile::tempdir().expect("data dir");
     let port = free_port();
-    let mut first = spawn_service(&instance, port);
+    let mut first = spawn_service(&instance, data_dir.path(), port);
     wait_ready(port).await;
     // In-flight executions and a full pool when the process dies.
     let client = reqwest::Client::new();
@@ -151,18 +187,47 @@ async fn a_killed_service_leaves_nothing_its_restart_does_not_remove() {
                 .await;
         });
     }
+    // Wait until the three executions are recorded as running (WAL lets us read alongside).
     let deadline = Instant::now() + Duration::from_secs(30);
-    while harness::containers(&instance).await.len() < 5 {
-        assert!(Instant::now() < deadline, "containers did not start");
+    loop {
+        let running = rusqlite::Connection::open(data_dir.path().join("scriptgate.db"))
+            .and_then(|db| {
+                db.query_row(
+                    "SELECT count(*) FROM executions WHERE status = 'running'",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+            })
+            .unwrap_or(0);
+        if running == 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "executions did not start");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    first.kill().expect("SIGKILL");
-    let _ = first.wait();
+    first.kill();
     let orphans = harness::containers(&instance).await;
     assert!(orphans.len() >= 5, "a killed process cannot clean up");
     let port = free_port();
-    let mut second = spawn_service(&instance, port);
+    let mut second = spawn_service(&instance, data_dir.path(), port);
     wait_ready(port).await;
+    // The executions that were running when the process died read as failed (interrupted).
+    let db = rusqlite::Connection::open(data_dir.path().join("scriptgate.db")).expect("db");
+    let statuses: Vec<(String, String)> = db
+        .prepare("SELECT status, record FROM executions")
+        .expect("query")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("read");
+    assert_eq!(statuses.len(), 3, "{statuses:?}");
+    for (status, record) in &statuses {
+        assert_eq!(status, "failed");
+        assert!(
+            record.contains("interrupted") || record.contains("stopped while the script ran"),
+            "{record}"
+        );
+    }
     let now = harness::containers(&instance).await;
     let survivors: Vec<&String> = orphans.iter().filter(|id| now.contains(id)).collect();
     assert!(
@@ -170,9 +235,7 @@ async fn a_killed_service_leaves_nothing_its_restart_does_not_remove() {
         "orphans not reaped at start-up: {survivors:?}"
     );
     // SIGTERM: graceful stop removes the rest.
-    // SAFETY: signalling a child process we spawned.
-    unsafe { libc::kill(second.id() as i32, libc::SIGTERM) };
-    let _ = second.wait();
+    second.terminate();
     assert_eq!(
         harness::settle(&instance, 0, Duration::from_secs(5)).await,
         0

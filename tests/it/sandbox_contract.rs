@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use scriptgate::sandbox::{RunRequest, Runner};
+use scriptgate::sandbox::{RunRequest, Runner, RunnerExt};
 use scriptgate::script::Language;
 
 use crate::harness;

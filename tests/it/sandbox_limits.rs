@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use scriptgate::sandbox::{RunOutcome, RunRequest, Runner};
+use scriptgate::sandbox::{RunOutcome, RunRequest, Runner, RunnerExt};
 use scriptgate::script::Language;
 
 use crate::harness;

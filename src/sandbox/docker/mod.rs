@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
-use super::{Limits, Readiness, RunOutcome, RunRequest, Runner, SandboxError, SandboxStats};
+use super::{Lease, Limits, Readiness, RunOutcome, RunSpec, Runner, SandboxError, SandboxStats};
 use crate::script::Language;
 pub use pool::PoolConfig;
 use session::Prepared;
@@ -331,33 +331,73 @@ impl Inner {
         Ok(prepared.with_timings(create, started.elapsed() - create))
     }
 
-    async fn run(self: &Arc<Self>, request: RunRequest) -> Result<RunOutcome, SandboxError> {
+    async fn acquire(
+        self: &Arc<Self>,
+        language: Language,
+        execution_id: Option<Uuid>,
+    ) -> Result<DockerLease, SandboxError> {
         if self.shutdown.is_cancelled() {
             return Err(SandboxError::EngineUnavailable(
                 "the service is shutting down".into(),
             ));
         }
-        let warm = match request.execution_id {
+        let warm = match execution_id {
             // A warm container already carries its own execution id label.
-            None => self.pool.take(request.language),
+            None => self.pool.take(language),
             Some(_) => None,
         };
         let prepared = match warm {
             Some(p) => p,
             None => {
-                let id = request.execution_id.unwrap_or_else(Uuid::new_v4);
-                self.prepare(request.language, id).await?
+                self.prepare(language, execution_id.unwrap_or_else(Uuid::new_v4))
+                    .await?
             }
         };
-        Ok(prepared
-            .execute(&request, &self.cleaner, self.config.limits.output_bytes)
-            .await)
+        Ok(DockerLease {
+            prepared,
+            cleaner: self.cleaner.clone(),
+            output_limit: self.config.limits.output_bytes,
+        })
+    }
+}
+
+/// A ready container held for one run.
+#[derive(Debug)]
+struct DockerLease {
+    prepared: Prepared,
+    cleaner: Arc<Cleaner>,
+    output_limit: u64,
+}
+
+impl Lease for DockerLease {
+    fn execution_id(&self) -> Uuid {
+        self.prepared.execution_id
+    }
+
+    fn warm(&self) -> bool {
+        self.prepared.is_warm()
+    }
+
+    fn run(self: Box<Self>, spec: RunSpec) -> BoxFuture<'static, RunOutcome> {
+        let DockerLease {
+            prepared,
+            cleaner,
+            output_limit,
+        } = *self;
+        Box::pin(async move { prepared.execute(&spec, &cleaner, output_limit).await })
     }
 }
 
 impl Runner for DockerSandbox {
-    fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunOutcome, SandboxError>> {
-        Box::pin(self.inner.run(request))
+    fn acquire(
+        &self,
+        language: Language,
+        execution_id: Option<Uuid>,
+    ) -> BoxFuture<'_, Result<Box<dyn Lease>, SandboxError>> {
+        Box::pin(async move {
+            let lease = self.inner.acquire(language, execution_id).await?;
+            Ok(Box::new(lease) as Box<dyn Lease>)
+        })
     }
 
     fn readiness(&self) -> BoxFuture<'_, Readiness> {

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::{Cleaner, Removal, short};
-use crate::sandbox::{CappedText, RunOutcome, RunRequest, SandboxError, Timings};
+use crate::sandbox::{CappedText, RunOutcome, RunSpec, SandboxError, Timings};
 use crate::script::Language;
 
 /// What the supervisor writes to its own stderr (diagnostics only) is kept up to this size.
@@ -201,6 +201,10 @@ impl Prepared {
         self
     }
 
+    pub fn is_warm(&self) -> bool {
+        self.warm
+    }
+
     /// Whether the container is still there (its attach stream has not ended).
     pub fn alive(&self) -> bool {
         !self.rx.is_closed()
@@ -209,7 +213,7 @@ impl Prepared {
     /// Runs the job; always yields an outcome (failures of the container are part of it).
     pub async fn execute(
         mut self,
-        request: &RunRequest,
+        request: &RunSpec,
         cleaner: &Arc<Cleaner>,
         output_limit: u64,
     ) -> RunOutcome {

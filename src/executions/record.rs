@@ -1,0 +1,125 @@
+//! What is recorded about an execution, from submission to its terminal status.
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::gate::ExecutionError;
+use crate::script::Language;
+use crate::validate::verdict::Verdict;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    PendingApproval,
+    Queued,
+    Running,
+    /// The script ran (its exit code, timeout or OOM is in the result).
+    Completed,
+    Denied,
+    /// Nobody decided before the approval timeout.
+    Expired,
+    /// The service could not run it (sandbox failure, or the service stopped mid-run).
+    Failed,
+}
+
+impl Status {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Status::Completed | Status::Denied | Status::Expired | Status::Failed
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::PendingApproval => "pending_approval",
+            Status::Queued => "queued",
+            Status::Running => "running",
+            Status::Completed => "completed",
+            Status::Denied => "denied",
+            Status::Expired => "expired",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Approve,
+    Deny,
+}
+
+/// An operator's decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    pub decision: Decision,
+    pub by: String,
+    pub reason: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+
+/// Milliseconds per stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageMs {
+    pub validate: u64,
+    pub queue: u64,
+    pub create: u64,
+    pub start: u64,
+    pub run: u64,
+    pub cleanup: u64,
+}
+
+/// What the sandbox reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub timed_out: bool,
+    pub oom_killed: bool,
+    pub cpu_time_ms: u64,
+    pub max_memory_bytes: u64,
+    pub warm: bool,
+    pub container_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionRecord {
+    pub id: Uuid,
+    /// The agent (token name) that submitted it.
+    pub agent: String,
+    pub status: Status,
+    pub language: Language,
+    pub script: String,
+    pub stdin: String,
+    pub timeout_secs: u64,
+    pub script_sha256: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    pub verdict: Verdict,
+    pub result: Option<RunResult>,
+    pub error: Option<ExecutionError>,
+    pub approval: Option<Approval>,
+    pub timings: StageMs,
+    /// From submission to the terminal status (0 until then).
+    pub duration_ms: u64,
+}
+
+impl ExecutionRecord {
+    pub fn success(&self) -> bool {
+        self.status == Status::Completed && self.error.is_none()
+    }
+}
+
+pub fn sha256_hex(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(text.as_bytes()))
+}

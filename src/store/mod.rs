@@ -1,0 +1,302 @@
+//! Durable state in an embedded SQLite database: executions (with their approvals) and the audit
+//! log. Write-ahead logging, a busy timeout, and every call on the blocking pool so the async
+//! runtime never waits on the disk.
+
+pub mod audit;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use uuid::Uuid;
+
+use crate::executions::record::{ExecutionRecord, Status};
+pub use audit::{AuditEvent, AuditRecord};
+
+const SCHEMA_VERSION: i64 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database {path}: {message}")]
+    Open { path: String, message: String },
+    #[error("database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("database record: {0}")]
+    Corrupt(String),
+    #[error("database task failed: {0}")]
+    Task(String),
+}
+
+/// A status change that did not apply because the record was no longer in an expected status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    Applied(Box<ExecutionRecord>),
+    Conflict(Status),
+    Missing,
+}
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+fn now_ms() -> i64 {
+    (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+fn rfc3339(ms: i64) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}
+
+impl Store {
+    /// Opens (creating when needed) `dir/scriptgate.db`.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        let path = dir.join("scriptgate.db");
+        let fail = |message: String| StoreError::Open {
+            path: path.display().to_string(),
+            message,
+        };
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(format!("cannot create the data directory: {e}")))?;
+        let conn = Connection::open(&path).map_err(|e| fail(e.to_string()))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| fail(e.to_string()))?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| fail(e.to_string()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| fail(e.to_string()))?;
+        migrate(&conn).map_err(|e| fail(e.to_string()))?;
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` with the connection on the blocking pool.
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn
+                .lock()
+                .map_err(|_| StoreError::Task("connection lock poisoned".into()))?;
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// Writes a record (new or changed) and its audit events in one transaction.
+    pub async fn save(
+        &self,
+        record: &ExecutionRecord,
+        events: Vec<AuditEvent>,
+    ) -> Result<(), StoreError> {
+        let record = record.clone();
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            write_record(&tx, &record)?;
+            for e in &events {
+                append(&tx, e)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn get(&self, id: Uuid) -> Result<Option<ExecutionRecord>, StoreError> {
+        self.with(move |conn| read_record(conn, id)).await
+    }
+
+    pub async fn with_status(&self, status: Status) -> Result<Vec<ExecutionRecord>, StoreError> {
+        self.with(move |conn| {
+            let mut stmt = conn
+                .prepare("SELECT record FROM executions WHERE status = ?1 ORDER BY created_at")?;
+            let rows = stmt.query_map(params![status.as_str()], |r| r.get::<_, String>(0))?;
+            rows.map(|json| decode(&json?)).collect()
+        })
+        .await
+    }
+
+    /// Applies `change` only when the record is in one of `from` (compare-and-set), with its events.
+    pub async fn transition(
+        &self,
+        id: Uuid,
+        from: &'static [Status],
+        change: impl FnOnce(&mut ExecutionRecord) -> Vec<AuditEvent> + Send + 'static,
+    ) -> Result<Transition, StoreError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let Some(mut record) = read_record(&tx, id)? else {
+                return Ok(Transition::Missing);
+            };
+            if !from.contains(&record.status) {
+                return Ok(Transition::Conflict(record.status));
+            }
+            let events = change(&mut record);
+            record.updated_at = OffsetDateTime::now_utc();
+            write_record(&tx, &record)?;
+            for e in &events {
+                append(&tx, e)?;
+            }
+            tx.commit()?;
+            Ok(Transition::Applied(Box::new(record)))
+        })
+        .await
+    }
+
+    /// The last `n` audit records, oldest first.
+    pub async fn audit_tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        self.with(move |conn| {
+            let mut records = read_audit(conn, Some(n))?;
+            records.reverse();
+            Ok(records)
+        })
+        .await
+    }
+
+    /// Checks the whole audit chain; `Ok(count)` or the first broken record.
+    pub async fn audit_verify(&self) -> Result<Result<usize, audit::Break>, StoreError> {
+        self.with(move |conn| {
+            let mut records = read_audit(conn, None)?;
+            records.reverse();
+            Ok(audit::verify(&records))
+        })
+        .await
+    }
+}
+
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    conn.execute_batch(
+        "BEGIN;
+         CREATE TABLE IF NOT EXISTS executions (
+             id TEXT PRIMARY KEY,
+             status TEXT NOT NULL,
+             agent TEXT NOT NULL,
+             created_at INTEGER NOT NULL,
+             updated_at INTEGER NOT NULL,
+             record TEXT NOT NULL
+         );
+         CREATE INDEX IF NOT EXISTS executions_by_status ON executions(status, created_at);
+         CREATE TABLE IF NOT EXISTS audit (
+             seq INTEGER PRIMARY KEY,
+             at INTEGER NOT NULL,
+             actor TEXT NOT NULL,
+             execution_id TEXT,
+             event TEXT NOT NULL,
+             script_sha256 TEXT,
+             outcome TEXT NOT NULL,
+             prev_hash TEXT NOT NULL,
+             hash TEXT NOT NULL
+         );
+         PRAGMA user_version = 1;
+         COMMIT;",
+    )
+}
+
+fn decode(json: &str) -> Result<ExecutionRecord, StoreError> {
+    serde_json::from_str(json).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn read_record(conn: &Connection, id: Uuid) -> Result<Option<ExecutionRecord>, StoreError> {
+    let json: Option<String> = conn
+        .query_row(
+            "SELECT record FROM executions WHERE id = ?1",
+            params![id.to_string()],
+            |r| r.get(0),
+        )
+        .optional()?;
+    json.map(|j| decode(&j)).transpose()
+}
+
+fn write_record(conn: &Connection, r: &ExecutionRecord) -> Result<(), StoreError> {
+    let json = serde_json::to_string(r).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
+    conn.execute(
+        "INSERT INTO executions (id, status, agent, created_at, updated_at, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT(id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at, record = excluded.record",
+        params![r.id.to_string(), r.status.as_str(), r.agent, ms(r.created_at), ms(r.updated_at), json],
+    )?;
+    Ok(())
+}
+
+fn append(conn: &Connection, e: &AuditEvent) -> Result<(), StoreError> {
+    let (last_seq, prev_hash): (i64, String) = conn
+        .query_row(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?
+        .unwrap_or((0, audit::GENESIS.to_string()));
+    let at_ms = now_ms();
+    let mut record = AuditRecord {
+        seq: last_seq + 1,
+        at: rfc3339(at_ms),
+        actor: e.actor.clone(),
+        execution_id: e.execution_id.map(|id| id.to_string()),
+        event: e.event.to_string(),
+        script_sha256: e.script_sha256.clone(),
+        outcome: e.outcome.clone(),
+        prev_hash,
+        hash: String::new(),
+    };
+    record.hash = audit::hash(&record.prev_hash, &record);
+    conn.execute(
+        "INSERT INTO audit (seq, at, actor, execution_id, event, script_sha256, outcome, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            record.seq,
+            at_ms,
+            record.actor,
+            record.execution_id,
+            record.event,
+            record.script_sha256,
+            record.outcome.to_string(),
+            record.prev_hash,
+            record.hash
+        ],
+    )?;
+    Ok(())
+}
+
+/// Audit records, newest first (at most `limit`).
+fn read_audit(conn: &Connection, limit: Option<usize>) -> Result<Vec<AuditRecord>, StoreError> {
+    let sql = match limit {
+        Some(n) => format!("SELECT seq, at, actor, execution_id, event, script_sha256, outcome, prev_hash, hash FROM audit ORDER BY seq DESC LIMIT {n}"),
+        None => "SELECT seq, at, actor, execution_id, event, script_sha256, outcome, prev_hash, hash FROM audit ORDER BY seq DESC".to_string(),
+    };
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query_map([], |r| {
+        let outcome: String = r.get(6)?;
+        Ok(AuditRecord {
+            seq: r.get(0)?,
+            at: rfc3339(r.get(1)?),
+            actor: r.get(2)?,
+            execution_id: r.get(3)?,
+            event: r.get(4)?,
+            script_sha256: r.get(5)?,
+            outcome: serde_json::from_str(&outcome).unwrap_or(serde_json::Value::String(outcome)),
+            prev_hash: r.get(7)?,
+            hash: r.get(8)?,
+        })
+    })?;
+    rows.collect::<Result<_, _>>().map_err(Into::into)
+}
