@@ -20,6 +20,7 @@ pub const BASH_DYNAMIC: &str = "bash-inline-code-dynamic";
 pub const PYTHON_DYNAMIC: &str = "python-inline-code-dynamic";
 pub const BASH_BIDI: &str = "bash-bidi-control";
 pub const PYTHON_BIDI: &str = "python-bidi-control";
+pub const BASH_DOWNLOAD_RUN: &str = "bash-download-then-run";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -133,6 +134,7 @@ pub(super) fn check_builtins(rules: &RuleSet) -> Result<(), RuleError> {
         (&rules.python, PYTHON_DYNAMIC),
         (&rules.bash, BASH_BIDI),
         (&rules.python, PYTHON_BIDI),
+        (&rules.bash, BASH_DOWNLOAD_RUN),
     ] {
         if tree.builtin(id).is_none() {
             return Err(RuleError::new(
@@ -408,33 +410,68 @@ pub fn python_embedded<'t>(
             *value = Some("python3".to_string());
         }
     }
-    let Some(start) = items.iter().position(|(_, v)| {
+    if let Some(inline) = inline_in_argv(sem, table, &items) {
+        return vec![inline];
+    }
+    // Otherwise a constant argv is a command line: check it with the Bash rules (crontab, rm …).
+    match args.iter().find(|a| sem.list_items(**a).is_some()) {
+        Some(list) if !items.is_empty() => vec![Embedded {
+            interpreter: "argv".into(),
+            language: Some(Language::Bash),
+            code: Some(command_line(&items)),
+            anchor: *list,
+            verbatim_at: None,
+        }],
+        _ => Vec::new(),
+    }
+}
+
+/// `["bash", "-c", code]`: the inline program in an argv list.
+fn inline_in_argv<'t>(
+    sem: &PySem<'_>,
+    table: &Interpreters,
+    items: &[(Node<'t>, Option<String>)],
+) -> Option<Embedded<'t>> {
+    let start = items.iter().position(|(_, v)| {
         v.as_deref()
             .is_some_and(|v| table.lookup(super::bash::base_name(v)).is_some())
-    }) else {
-        return Vec::new();
-    };
+    })?;
     let interp_name = super::bash::base_name(items[start].1.as_deref().unwrap_or("")).to_string();
-    let Some(interp) = table.lookup(&interp_name) else {
-        return Vec::new();
-    };
+    let interp = table.lookup(&interp_name)?;
     let rest = &items[start + 1..];
-    let Some(flag_at) = rest
+    let flag_at = rest
         .iter()
-        .position(|(_, v)| v.as_deref().is_some_and(|v| interp.takes_code(v)))
-    else {
-        return Vec::new();
-    };
+        .position(|(_, v)| v.as_deref().is_some_and(|v| interp.takes_code(v)))?;
     let (anchor, code) = match rest.get(flag_at + 1) {
         Some((node, value)) => (*node, value.clone()),
         None => (rest[flag_at].0, None),
     };
     let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
-    vec![Embedded {
+    Some(Embedded {
         interpreter: interp_name,
         language: interp.language,
         code,
         anchor,
         verbatim_at,
-    }]
+    })
+}
+
+/// An argv as a shell command line; items only known at run time become a quoted variable.
+fn command_line(items: &[(Node<'_>, Option<String>)]) -> String {
+    let word = |v: &Option<String>| match v {
+        None => "\"$SCRIPTGATE_RUNTIME_VALUE\"".to_string(),
+        Some(s)
+            if !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b)) =>
+        {
+            s.clone()
+        }
+        Some(s) => format!("'{}'", s.replace('\'', "'\\''")),
+    };
+    items
+        .iter()
+        .map(|(_, v)| word(v))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

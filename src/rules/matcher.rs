@@ -11,6 +11,7 @@
 //! | `not`, `all`, `any` | boolean combinations |
 //! | `folded: R` | the node is a constant string expression whose value matches R (see `python`/`bash` folding) |
 //! | `dynamic: true` | the node is *not* a constant: its value is only known at run time |
+//! | `may_be: R` | the node may evaluate to a string matching R: its value is unknown, or one of its possible values (a constant, or an element of a constant container it indexes) matches |
 //! | `call: {callee, arg, keyword}` | Python: a call whose resolved callee name matches (aliases followed) |
 //! | `resolves: [names]` | Python: the expression stands for one of these qualified names (`sp` → `subprocess`) |
 //! | `command: {name, flag, arg, stdin_program}` | Bash: a command whose effective name matches (through sudo, env, quoting) |
@@ -48,6 +49,7 @@ pub enum Matcher {
     Command(Box<CommandSpec>),
     Recursive(bool),
     Resolves(NameSet),
+    MayBe(Regex),
 }
 
 #[derive(Debug)]
@@ -185,8 +187,8 @@ impl<'a, 't> Cx<'a, 't> {
         v
     }
 
-    /// Every resolved call (Python) or command (Bash) name in the script.
-    fn script_names(&self) -> &[String] {
+    /// Every resolved call (Python) or command (Bash) name in the script: sorted, deduplicated, memoized.
+    pub fn script_names(&self) -> &[String] {
         self.memo.script_names.get_or_init(|| {
             let mut names = Vec::new();
             for &site in self.sites {
@@ -346,6 +348,13 @@ impl Matcher {
                 Sem::Bash(sh) => sh.command_matches(node, spec, cx),
                 Sem::Python(_) => false,
             },
+            Matcher::MayBe(re) => {
+                let values = match &cx.sem {
+                    Sem::Python(py) => py.possible_values(node),
+                    Sem::Bash(_) => cx.fold(node).map(|v| vec![v.to_string()]),
+                };
+                values.is_none_or(|vs| vs.iter().any(|v| re.is_match(v)))
+            }
             Matcher::Resolves(set) => match &cx.sem {
                 Sem::Python(py) => py.names(node).iter().any(|n| set.contains(n)),
                 Sem::Bash(_) => false,
@@ -578,6 +587,7 @@ impl<'g> MatcherCompiler<'g> {
                 "all" => Matcher::All(self.list(value, &at)?),
                 "any" => Matcher::Any(self.list(value, &at)?),
                 "folded" => Matcher::Folded(regex(value, &at)?),
+                "may_be" => Matcher::MayBe(regex(value, &at)?),
                 "resolves" => {
                     if self.grammar.language != Language::Python {
                         return Err(format!("{at}: `resolves` is for python rules"));

@@ -14,6 +14,15 @@ use super::matcher::{CallSpec, Cx, normalized};
 
 /// Functions (last name segment) whose result can be a constant when their arguments are.
 const FOLDING_FUNCTIONS: &[&str] = &[
+    "expanduser",
+    "abspath",
+    "realpath",
+    "normpath",
+    "Path",
+    "PosixPath",
+    "home",
+    "getenv",
+    "get",
     "join",
     "decode",
     "encode",
@@ -65,6 +74,9 @@ pub struct PyKinds {
     keyword_argument: u16,
     list: u16,
     tuple: u16,
+    dictionary: u16,
+    set: u16,
+    pair: u16,
     string_content: u16,
     interpolation: u16,
     escape_interpolation: u16,
@@ -113,6 +125,9 @@ impl PyKinds {
             keyword_argument: k("keyword_argument"),
             list: k("list"),
             tuple: k("tuple"),
+            dictionary: k("dictionary"),
+            set: k("set"),
+            pair: k("pair"),
             string_content: k("string_content"),
             interpolation: k("interpolation"),
             escape_interpolation: k("escape_interpolation"),
@@ -153,6 +168,8 @@ pub struct PyFacts {
     star_modules: Vec<String>,
     /// Names assigned exactly once to a constant string; `None` once assigned again or non-constant.
     consts: HashMap<String, Option<String>>,
+    /// Names assigned exactly once to a dict/list/tuple/set literal of constants: its values.
+    containers: HashMap<String, Option<Vec<String>>>,
 }
 
 impl PyFacts {
@@ -248,6 +265,11 @@ impl PyFacts {
         } else {
             Vec::new()
         };
+        let items = if self.containers.contains_key(&name) {
+            None
+        } else {
+            sem.container_values(right)
+        };
         for target in names {
             self.bind(name.clone(), target);
         }
@@ -256,7 +278,8 @@ impl PyFacts {
         } else {
             folded
         };
-        self.consts.insert(name, value);
+        self.consts.insert(name.clone(), value);
+        self.containers.insert(name, items);
     }
 }
 
@@ -360,6 +383,11 @@ impl<'a> PySem<'a> {
         let right = node.child_by_field_id(k.f_right)?;
         match op {
             "+" => Some(self.fold_at(left, d)? + &self.fold_at(right, d)?),
+            // `str / str` is a TypeError in Python, so a constant `/` can only be pathlib's join.
+            "/" => Some(join_paths(&[
+                self.fold_at(left, d)?,
+                self.fold_at(right, d)?,
+            ])),
             "*" => {
                 let (s, n) = match (self.fold_at(left, d), self.fold_int(right)) {
                     (Some(s), Some(n)) => (s, n),
@@ -484,6 +512,26 @@ impl<'a> PySem<'a> {
                     apply_codec(&value, &codec)
                 }
                 "reversed" => Some(self.fold_at(arg0?, d)?.chars().rev().collect()),
+                // Paths: the home directory folds to `~`, joins to `/`-joined strings.
+                "os.path.expanduser"
+                | "posixpath.expanduser"
+                | "os.path.abspath"
+                | "os.path.realpath"
+                | "os.path.normpath"
+                | "pathlib.Path"
+                | "pathlib.PosixPath"
+                | "pathlib.Path.expanduser" => self.fold_at(arg0?, d),
+                "pathlib.Path.home" | "pathlib.PosixPath.home" => Some("~".into()),
+                "os.path.join" | "posixpath.join" => {
+                    let parts: Option<Vec<String>> =
+                        args.iter().map(|a| self.fold_at(*a, d)).collect();
+                    Some(join_paths(&parts?))
+                }
+                "os.getenv" | "os.environ.get"
+                    if arg0.and_then(|a| self.fold_at(a, d)).as_deref() == Some("HOME") =>
+                {
+                    Some("~".into())
+                }
                 _ => None,
             };
             if value.is_some() {
@@ -555,6 +603,16 @@ impl<'a> PySem<'a> {
 
     fn fold_subscript(&self, node: Node<'_>, d: u8) -> Option<String> {
         let k = self.k;
+        if let Some(value) = node.child_by_field_id(k.f_value)
+            && self.names_at(value, d).iter().any(|n| n == "os.environ")
+            && node
+                .child_by_field_id(k.f_subscript)
+                .and_then(|key| self.fold_at(key, d))
+                .as_deref()
+                == Some("HOME")
+        {
+            return Some("~".into());
+        }
         let value: Vec<char> = self
             .fold_at(node.child_by_field_id(k.f_value)?, d)?
             .chars()
@@ -604,6 +662,47 @@ impl<'a> PySem<'a> {
             func
         };
         normalized(text(node, self.src))
+    }
+
+    /// The constant values of a dict (its values), list, tuple or set literal.
+    fn container_values(&self, node: Node<'_>) -> Option<Vec<String>> {
+        let k = self.k;
+        let kind = node.kind_id();
+        if kind != k.dictionary && kind != k.list && kind != k.tuple && kind != k.set {
+            return None;
+        }
+        let mut cursor = node.walk();
+        node.named_children(&mut cursor)
+            .filter(|c| !c.is_extra())
+            .map(|item| {
+                let item = if item.kind_id() == k.pair {
+                    item.child_by_field_id(k.f_value)?
+                } else {
+                    item
+                };
+                self.fold(item)
+            })
+            .collect()
+    }
+
+    /// Every constant value the expression can have, when that is known: a constant, or an
+    /// element of a constant container it indexes (`FORMATS[fmt]`).
+    pub fn possible_values(&self, node: Node<'_>) -> Option<Vec<String>> {
+        if let Some(v) = self.fold(node) {
+            return Some(vec![v]);
+        }
+        if node.kind_id() != self.k.subscript {
+            return None;
+        }
+        let container = node.child_by_field_id(self.k.f_value)?;
+        if container.kind_id() == self.k.identifier {
+            return self
+                .facts
+                .containers
+                .get(&ident(container, self.src))?
+                .clone();
+        }
+        self.container_values(container)
     }
 
     /// The qualified names an expression may stand for (`sp.call` → `subprocess.call`).
@@ -834,6 +933,22 @@ fn py_slice(v: &[char], start: Option<i64>, stop: Option<i64>, step: i64) -> Vec
         while i > end {
             out.push(v[usize::try_from(i).unwrap_or(0)]);
             i += step;
+        }
+    }
+    out
+}
+
+/// `os.path.join` semantics: an absolute part restarts the path.
+fn join_paths(parts: &[String]) -> String {
+    let mut out = String::new();
+    for part in parts {
+        if part.starts_with('/') || out.is_empty() {
+            out = part.clone();
+        } else {
+            if !out.ends_with('/') {
+                out.push('/');
+            }
+            out.push_str(part);
         }
     }
     out

@@ -8,7 +8,9 @@ use super::verdict::{Positions, Severity};
 use super::walk::{self, Facts, Walk};
 use crate::rules::RuleMeta;
 use crate::rules::bash::BashSem;
-use crate::rules::embed::{self, BASH_BIDI, BASH_DYNAMIC, Embedded, PYTHON_BIDI, PYTHON_DYNAMIC};
+use crate::rules::embed::{
+    self, BASH_BIDI, BASH_DOWNLOAD_RUN, BASH_DYNAMIC, Embedded, PYTHON_BIDI, PYTHON_DYNAMIC,
+};
 use crate::rules::matcher::{Cx, Sem};
 use crate::rules::python::PySem;
 use crate::script::Language;
@@ -92,6 +94,15 @@ pub fn hits(
     }
     if nesting == 0 {
         out.extend(bidi(v, language, src));
+    }
+    // Only scripts that run a downloader can run what it downloaded.
+    if let Sem::Bash(sh) = &cx.sem
+        && let Some(meta) = rules.builtin(BASH_DOWNLOAD_RUN)
+        && cx.script_names().iter().any(|n| n == "curl" || n == "wget")
+    {
+        for run in crate::rules::bash::downloaded_then_run(sh, &cx, &walk.sites) {
+            out.push(Hit::new(meta, meta.message.clone(), run.start_byte()));
+        }
     }
     for site in &walk.sites {
         let programs = match &cx.sem {

@@ -36,10 +36,19 @@ pub fn check(declared: Language, text: &str) -> Option<Finding> {
         return None;
     }
     let other = declared.other();
-    if signals(other, text, 2) >= 2 && parses_cleanly(other, text) {
+    // Two typical lines, or every line of a one-line script.
+    let needed = 2.min(content_lines(text).max(1));
+    if signals(other, text, 2) >= needed && parses_cleanly(other, text) {
         return Some(looks_like(other, declared));
     }
     None
+}
+
+fn content_lines(text: &str) -> usize {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .count()
 }
 
 /// Explains a syntax failure as a mislabelled script when the text is clearly the other language.
@@ -65,19 +74,46 @@ fn parses_cleanly(language: Language, text: &str) -> bool {
     !Grammar::new(language).parse(text).root_node().has_error()
 }
 
-/// How many lines look typical of `language` (first 200 lines), counting no further than `enough`.
+/// How strongly the first 200 lines look like `language`, counting no further than `enough`.
+/// A here-document start counts three: nothing else writes `<<'EOF'`.
 fn signals(language: Language, text: &str, enough: usize) -> usize {
-    text.lines()
+    let mut score = 0;
+    for l in text
+        .lines()
         .take(200)
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .filter(|l| match language {
-            Language::Python => python_line(l),
-            Language::Bash => bash_line(l),
-        })
-        .take(enough)
-        .count()
+    {
+        score += match language {
+            Language::Python => usize::from(python_line(l)),
+            Language::Bash if heredoc_start(l) => 3,
+            Language::Bash => usize::from(bash_line(l)),
+        };
+        if score >= enough {
+            break;
+        }
+    }
+    score.min(enough)
 }
+
+fn heredoc_start(l: &str) -> bool {
+    l.split_once("<<")
+        .map(|(_, rest)| {
+            rest.trim_start_matches('-')
+                .trim()
+                .trim_matches(['\'', '"'])
+        })
+        .is_some_and(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+}
+
+/// Commands an agent's shell script typically starts a line with.
+const SHELL_COMMANDS: &[&str] = &[
+    "ls", "cd", "cat", "grep", "egrep", "mkdir", "rm", "rmdir", "cp", "mv", "find", "awk", "sed",
+    "chmod", "chown", "curl", "wget", "tar", "zip", "unzip", "git", "docker", "pip", "pip3", "npm",
+    "apt-get", "apt", "make", "touch", "head", "tail", "sort", "uniq", "wc", "cut", "xargs", "ps",
+    "kill", "df", "du", "tee", "ln", "pwd", "whoami", "which", "date", "sleep", "jq", "printf",
+    "test", "exit", "source", "cargo",
+];
 
 fn python_line(l: &str) -> bool {
     (l.starts_with("import ") && !l.contains(['-', '$']))
@@ -93,7 +129,18 @@ fn python_line(l: &str) -> bool {
 }
 
 fn bash_line(l: &str) -> bool {
-    let first = l.split_whitespace().next().unwrap_or("");
+    let mut words = l.split_whitespace();
+    let first = words.next().unwrap_or("");
+    // `ls -la /tmp`, `cd /tmp && …`: a shell command with options, paths or shell operators.
+    let shell_args = words
+        .clone()
+        .next()
+        .is_none_or(|w| w.starts_with('-') || w.starts_with(['/', '~', '.', '$']))
+        || l.contains(" && ")
+        || l.contains(" | ");
+    if SHELL_COMMANDS.contains(&first) && shell_args && !l.contains('(') {
+        return true;
+    }
     matches!(
         first,
         "fi" | "done"
@@ -143,6 +190,19 @@ mod tests {
         let script = "import os\nimport sys\n\ndef main():\n    print(os.getcwd())\n";
         assert_eq!(
             mislabelled(Language::Bash, script).map(|f| f.rule),
+            Some("language-mismatch".into())
+        );
+    }
+
+    #[test]
+    fn shell_commands_and_heredocs_count_for_bash() {
+        assert_eq!(
+            check(Language::Python, "ls -la /tmp\n").map(|f| f.rule),
+            Some("language-mismatch".into())
+        );
+        let wrapper = "python3 - <<'EOF'\nimport platform\nprint(platform.python_version())\nEOF\necho done\n";
+        assert_eq!(
+            mislabelled(Language::Python, wrapper).map(|f| f.rule),
             Some("language-mismatch".into())
         );
     }

@@ -8,7 +8,9 @@
 //! the usual way to bypass an alias) is glued to the previous command as extra arguments, hiding the
 //! command from every rule: [`normalize`] parses a copy where that backslash is a space (same program,
 //! same byte offsets). A reserved word in command position (a stray `fi`, `done`, `then`) parses as a
-//! command named `fi`; bash rejects it, and so does this layer. `3<>file` gets an ERROR for the `>` of its `<>` operator, inside
+//! command named `fi`; bash rejects it, and so does this layer. `print("x")` parses as a command
+//! with a subshell argument and an indented here-document delimiter as a terminator; bash rejects
+//! both. `3<>file` gets an ERROR for the `>` of its `<>` operator, inside
 //! an otherwise complete redirect: also not reported. An unterminated heredoc is only a warning for `bash -n`, but it
 //! swallows the rest of the script, so it is rejected here.
 
@@ -23,31 +25,107 @@ use crate::validate::verdict::{Finding, Positions};
 /// Words bash only accepts as part of a compound command, never as a command name.
 const RESERVED: [&str; 8] = ["fi", "done", "then", "else", "elif", "esac", "do", "}"];
 
-/// The text to parse: `text` with column-0 backslashes that start a command line turned into spaces
-/// (see the module docs). Borrowed when nothing needs changing.
+/// The text to parse: `text` with evasions that hide a command from the grammar undone, keeping
+/// every byte offset (see the module docs). Borrowed when nothing needs changing.
+///
+/// - a column-0 backslash that starts a command line becomes a space (`\rm` runs `rm`);
+/// - `$IFS` / `${IFS}` become spaces, as the shell's word splitting makes them
+///   (`rm${IFS}-rf${IFS}/` runs `rm -rf /`);
+/// - a brace list opening a command line becomes words (`{rm,-rf,/}` runs `rm -rf /`).
 pub fn normalize(text: &str) -> Cow<'_, str> {
-    if !text.contains("\n\\") {
-        return Cow::Borrowed(text);
-    }
-    let mut bytes = text.as_bytes().to_vec();
-    for i in 1..bytes.len() {
-        let line_start = bytes[i - 1] == b'\n';
-        let continued = i >= 2 && bytes[i - 2] == b'\\';
-        if line_start
-            && !continued
-            && bytes[i] == b'\\'
-            && bytes.get(i + 1).is_some_and(|b| *b != b'\n')
-        {
-            bytes[i] = b' ';
+    let src = text.as_bytes();
+    // Each pass looks for its trigger with memchr's substring search first and only copies the
+    // text when it has something to change: most scripts are returned borrowed.
+    let mut edits: Vec<std::ops::Range<usize>> = Vec::new();
+    for at in memchr::memmem::find_iter(src, b"\n\\") {
+        let i = at + 1;
+        let continued = i >= 2 && src[i - 2] == b'\\';
+        if !continued && src.get(i + 1).is_some_and(|b| *b != b'\n') {
+            edits.push(i..i + 1);
         }
     }
-    // Only ASCII backslashes were replaced by ASCII spaces, so the bytes are still UTF-8.
+    for at in memchr::memmem::find_iter(src, b"IFS") {
+        let after = at + 3;
+        let range = if at >= 2 && &src[at - 2..at] == b"${" && src.get(after) == Some(&b'}') {
+            at - 2..after + 1
+        } else if at >= 1
+            && src[at - 1] == b'$'
+            && src
+                .get(after)
+                .is_none_or(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+        {
+            at - 1..after
+        } else {
+            continue;
+        };
+        edits.push(range);
+    }
+    let braces = starts_a_line_with_a_brace_list(text);
+    if edits.is_empty() && !braces {
+        return Cow::Borrowed(text);
+    }
+    let mut bytes = src.to_vec();
+    for range in edits {
+        bytes[range].fill(b' ');
+    }
+    if braces {
+        brace_lists_to_words(&mut bytes);
+    }
+    // Only ASCII bytes were replaced by ASCII spaces, so the bytes are still UTF-8.
     Cow::Owned(String::from_utf8(bytes).expect("ASCII-for-ASCII replacement keeps UTF-8"))
+}
+
+/// Cheap check for [`brace_lists_to_words`]: a line whose first word starts with `{` and has a comma.
+fn starts_a_line_with_a_brace_list(text: &str) -> bool {
+    text.lines().any(|l| {
+        l.trim_start_matches([' ', '\t'])
+            .strip_prefix('{')
+            .is_some_and(|rest| {
+                rest.split([' ', '\t', ';', '&', '|'])
+                    .next()
+                    .is_some_and(|w| w.contains(','))
+            })
+    })
+}
+
+/// `{a,b,c}` as the first word of a line: the braces and commas become spaces.
+fn brace_lists_to_words(bytes: &mut [u8]) -> bool {
+    let mut changed = false;
+    let mut line_start = 0;
+    while line_start < bytes.len() {
+        let line_end = bytes[line_start..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(bytes.len(), |p| line_start + p);
+        let first = (line_start..line_end).find(|&i| !matches!(bytes[i], b' ' | b'\t'));
+        if let Some(open) = first.filter(|&i| bytes[i] == b'{') {
+            let word_end = (open..line_end)
+                .find(|&i| matches!(bytes[i], b' ' | b'\t' | b';' | b'&' | b'|'))
+                .unwrap_or(line_end);
+            let word = &bytes[open..word_end];
+            let balanced = word.len() > 2
+                && word[word.len() - 1] == b'}'
+                && !word[1..word.len() - 1].contains(&b'{')
+                && !word[1..word.len() - 1].contains(&b'}');
+            if balanced && word.contains(&b',') {
+                for b in &mut bytes[open..word_end] {
+                    if matches!(*b, b'{' | b'}' | b',') {
+                        *b = b' ';
+                    }
+                }
+                changed = true;
+            }
+        }
+        line_start = line_end + 1;
+    }
+    changed
 }
 
 #[derive(Debug, Clone)]
 pub struct BashSyntax {
     command: u16,
+    subshell: u16,
+    heredoc_end: u16,
     word: u16,
     f_name: u16,
     heredoc_redirect: u16,
@@ -60,6 +138,8 @@ impl BashSyntax {
     pub fn new(g: &Grammar) -> Self {
         BashSyntax {
             command: g.known_kind("command"),
+            subshell: g.known_kind("subshell"),
+            heredoc_end: g.known_kind("heredoc_end"),
             word: g.known_kind("word"),
             f_name: g.known_field("name"),
             heredoc_redirect: g.known_kind("heredoc_redirect"),
@@ -71,7 +151,7 @@ impl BashSyntax {
 
     /// The node kinds [`BashSyntax::check`] looks at when the tree has no errors.
     pub fn kinds(&self) -> Vec<u16> {
-        vec![self.command]
+        vec![self.command, self.heredoc_end]
     }
 
     /// Checks one node. Returns false when the walk should not descend. `regions` receives byte
@@ -115,7 +195,55 @@ impl BashSyntax {
                 format!("syntax error near unexpected token `{}`", text(name, src)),
             ));
         }
+        // `print("x")`: the grammar takes the parenthesis as a subshell argument; bash rejects it.
+        if node.kind_id() == self.command
+            && let Some(sub) = node
+                .named_children(&mut node.walk())
+                .find(|c| c.kind_id() == self.subshell)
+        {
+            out.push(finding(
+                pos,
+                sub.start_byte(),
+                "unexpected-token",
+                "syntax error near unexpected token `(`".into(),
+            ));
+        }
+        if node.kind_id() == self.heredoc_end {
+            self.check_heredoc_end(node, src, pos, out);
+        }
         true
+    }
+
+    /// bash ends a `<<` here-document only at a line that is exactly the delimiter, and a `<<-` one
+    /// at a line of tabs plus the delimiter; the grammar also accepts other indentation, which in
+    /// bash leaves the here-document unterminated (swallowing the rest of the script).
+    fn check_heredoc_end(
+        &self,
+        end: Node<'_>,
+        src: &str,
+        pos: &Positions<'_>,
+        out: &mut Vec<Finding>,
+    ) {
+        let line_start = src[..end.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+        let indent = &src[line_start..end.start_byte()];
+        if indent.is_empty() {
+            return;
+        }
+        let strips_tabs = end
+            .parent()
+            .is_some_and(|r| text(r, src).starts_with("<<-"));
+        if strips_tabs && indent.bytes().all(|b| b == b'\t') {
+            return;
+        }
+        out.push(finding(
+            pos,
+            end.start_byte(),
+            "unterminated-heredoc",
+            format!(
+                "here-document delimiter `{}` is indented, so bash does not end the here-document there",
+                text(end, src)
+            ),
+        ));
     }
 
     /// An ERROR that is only an operator right after a heredoc start: returns the rest of that line.
@@ -235,6 +363,23 @@ mod tests {
         assert_eq!(fixed, "echo hi\n rm -rf /\nfoo \\\n\\bar\n");
         assert!(matches!(
             normalize("echo hi\n  \\rm x\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn ifs_and_brace_lists_become_the_words_the_shell_sees() {
+        let text =
+            "rm${IFS}-rf$IFS/\n{cp,-r,/etc,/tmp/x}\nwhile IFS= read -r l; do :; done\necho $IFSX\n";
+        let fixed = normalize(text);
+        assert_eq!(fixed.len(), text.len());
+        assert_eq!(
+            fixed,
+            "rm      -rf    /\n cp -r /etc /tmp/x \nwhile IFS= read -r l; do :; done\necho $IFSX\n"
+        );
+        // `IFS=` and `$IFSX` need no change, so nothing is copied.
+        assert!(matches!(
+            normalize("while IFS=: read -r a b; do echo $IFSX; done\n"),
             std::borrow::Cow::Borrowed(_)
         ));
     }

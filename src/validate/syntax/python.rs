@@ -3,8 +3,9 @@
 //! tree-sitter-python accepts several programs CPython rejects (measured with tree-sitter-python
 //! 0.25): Python 2 `print x` / `exec "…"` (own node kinds), `except E, e:`, backquotes, `<>`, `0777`,
 //! an `if x:` whose body is not indented (an empty `block`), over- or under-indented lines (folded
-//! into a block or the module), tab/space mixes, and `return`/`yield` outside a function. Each gap is
-//! closed by one check below.
+//! into a block or the module), tab/space mixes, `return`/`yield` outside a function, `yield from`
+//! in `async def`, a bare `x := 1` statement, and positional arguments after keyword arguments.
+//! Each gap is closed by one check below.
 
 use tree_sitter::{Node, TreeCursor};
 
@@ -28,6 +29,12 @@ pub struct PySyntax {
     lambda: u16,
     class_definition: u16,
     clauses: [u16; 5],
+    expression_statement: u16,
+    named_expression: u16,
+    argument_list: u16,
+    keyword_argument: u16,
+    list_splat: u16,
+    dictionary_splat: u16,
 }
 
 impl PySyntax {
@@ -54,6 +61,12 @@ impl PySyntax {
                 k("finally_clause"),
                 k("case_clause"),
             ],
+            expression_statement: k("expression_statement"),
+            named_expression: k("named_expression"),
+            argument_list: k("argument_list"),
+            keyword_argument: k("keyword_argument"),
+            list_splat: k("list_splat"),
+            dictionary_splat: k("dictionary_splat"),
         }
     }
 
@@ -71,6 +84,8 @@ impl PySyntax {
             self.except_clause,
             self.return_statement,
             self.yield_,
+            self.expression_statement,
+            self.argument_list,
         ];
         kinds.extend(self.clauses);
         kinds
@@ -135,6 +150,24 @@ impl PySyntax {
             bad("return-outside-function", "'return' outside function");
         } else if kind == self.yield_ && !self.in_function(ancestors) {
             bad("yield-outside-function", "'yield' outside function");
+        } else if kind == self.yield_
+            && text(node, src).starts_with("yield from")
+            && self.in_async_function(ancestors, src)
+        {
+            bad("yield-from-in-async", "'yield from' inside async function");
+        } else if kind == self.expression_statement
+            && node
+                .named_child(0)
+                .is_some_and(|c| c.kind_id() == self.named_expression)
+        {
+            bad(
+                "invalid-syntax",
+                "invalid syntax: an assignment expression (:=) must be parenthesized here",
+            );
+        } else if kind == self.argument_list {
+            if let Some(message) = self.argument_order(node) {
+                bad("argument-order", message);
+            }
         } else if kind == self.block {
             self.check_block(node, ancestors.last().copied(), scratch, src, pos, out);
         } else if kind == self.module {
@@ -143,6 +176,41 @@ impl PySyntax {
             self.check_clause(node, ancestors.last().copied(), src, pos, out);
         }
         true
+    }
+
+    /// CPython's rules for argument order: no positional argument after a keyword argument or
+    /// `**` unpacking, no `*` unpacking after `**` unpacking.
+    fn argument_order(&self, args: Node<'_>) -> Option<&'static str> {
+        let (mut keyword, mut double_star) = (false, false);
+        for arg in args
+            .named_children(&mut args.walk())
+            .filter(|a| !a.is_extra())
+        {
+            let k = arg.kind_id();
+            if k == self.keyword_argument {
+                keyword = true;
+            } else if k == self.dictionary_splat {
+                double_star = true;
+            } else if k == self.list_splat {
+                if double_star {
+                    return Some("iterable argument unpacking follows keyword argument unpacking");
+                }
+            } else if double_star {
+                return Some("positional argument follows keyword argument unpacking");
+            } else if keyword {
+                return Some("positional argument follows keyword argument");
+            }
+        }
+        None
+    }
+
+    /// Inside an `async def` (the innermost function).
+    fn in_async_function(&self, ancestors: &[Node<'_>], src: &str) -> bool {
+        ancestors
+            .iter()
+            .rev()
+            .find(|p| p.kind_id() == self.function_definition || p.kind_id() == self.lambda)
+            .is_some_and(|f| text(*f, src).starts_with("async"))
     }
 
     fn in_function(&self, ancestors: &[Node<'_>]) -> bool {
