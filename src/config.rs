@@ -80,6 +80,8 @@ pub struct ValidationSettings {
     pub block_on_warn: bool,
     /// Load rules from this directory (laid out like `patterns/`) instead of the built-in ones.
     pub rules_dir: Option<PathBuf>,
+    /// Secret / dangerous-pattern rules to switch off: ids, or prefixes ending in `*`.
+    pub disabled_rules: Vec<String>,
 }
 
 impl Default for ValidationSettings {
@@ -89,6 +91,7 @@ impl Default for ValidationSettings {
             max_chars: v.max_chars,
             block_on_warn: v.block_on_warn,
             rules_dir: None,
+            disabled_rules: v.disabled_rules,
         }
     }
 }
@@ -98,6 +101,7 @@ impl ValidationSettings {
         ValidationConfig {
             max_chars: self.max_chars,
             block_on_warn: self.block_on_warn,
+            disabled_rules: self.disabled_rules.clone(),
         }
     }
 }

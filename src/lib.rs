@@ -42,6 +42,8 @@ pub fn validator(config: &Config) -> Result<Validator, rules::RuleError> {
         Some(dir) => RuleSet::from_dir(dir)?,
         None => RuleSet::embedded()?,
     };
+    validate::disabled_rules(&rules, &config.validation.disabled_rules)
+        .map_err(|e| rules::RuleError::new("configuration", e))?;
     Ok(Validator::new(rules, config.validation.validation_config()))
 }
 

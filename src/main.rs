@@ -71,6 +71,12 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// List the secret and dangerous-pattern rules (ids for `validation.disabled_rules`).
+    Rules {
+        /// Load rules from this directory (laid out like patterns/) instead of the built-in ones.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+    },
     /// Runner images (built without a registry).
     Images {
         #[command(subcommand)]
@@ -151,6 +157,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
+        // `scriptgate rules | head`: the reader left, which is not an error.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("scriptgate: {e:#}");
             ExitCode::from(2)
@@ -180,6 +193,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             max_chars,
             files,
         } => validate_files(language.map(Language::from), rules, max_chars, &files),
+        Command::Rules { rules } => list_rules(rules),
         Command::Images {
             command:
                 ImagesCommand::Build {
@@ -318,6 +332,43 @@ async fn shutdown_signal() {
         _ = terminate => {}
     }
     tracing::info!("shutting down: finishing in-flight executions");
+}
+
+fn list_rules(dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let rules = match dir {
+        Some(dir) => RuleSet::from_dir(&dir)?,
+        None => RuleSet::embedded()?,
+    };
+    let mut out = std::io::stdout().lock();
+    let families = [
+        (
+            "secrets",
+            rules
+                .secrets
+                .rules
+                .iter()
+                .map(|r| &r.meta)
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "python",
+            rules.python.rules.iter().map(|r| &r.meta).collect(),
+        ),
+        ("bash", rules.bash.rules.iter().map(|r| &r.meta).collect()),
+    ];
+    for (family, metas) in families {
+        for meta in metas {
+            writeln!(
+                out,
+                "{:<34} {:<8} {:<6} {}",
+                meta.id,
+                family,
+                meta.severity.as_str(),
+                meta.message
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn validate_files(

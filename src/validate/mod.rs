@@ -13,6 +13,7 @@ pub mod syntax;
 pub mod verdict;
 mod walk;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::rules::RuleSet;
@@ -31,6 +32,9 @@ pub struct ValidationConfig {
     pub max_chars: usize,
     /// Treat `warn` findings as blocking.
     pub block_on_warn: bool,
+    /// Secret and dangerous-pattern rules whose findings are dropped: exact ids, or a prefix
+    /// ending in `*` (`python-*`, `*`). Resolve against the rules with [`disabled_rules`].
+    pub disabled_rules: Vec<String>,
 }
 
 impl Default for ValidationConfig {
@@ -38,6 +42,7 @@ impl Default for ValidationConfig {
         ValidationConfig {
             max_chars: 10_000,
             block_on_warn: false,
+            disabled_rules: Vec::new(),
         }
     }
 }
@@ -149,15 +154,51 @@ struct Inner {
     rules: RuleSet,
     kinds: Kinds,
     config: ValidationConfig,
+    /// Rule ids matched by `config.disabled_rules`.
+    disabled: HashSet<String>,
+}
+
+/// The rule ids `patterns` name (see [`ValidationConfig::disabled_rules`]); a pattern that names no
+/// rule is an error, so a typo never silently leaves a rule on.
+pub fn disabled_rules(rules: &RuleSet, patterns: &[String]) -> Result<HashSet<String>, String> {
+    let mut ids = HashSet::new();
+    for pattern in patterns {
+        let matches = |id: &str| match pattern.strip_suffix('*') {
+            Some(prefix) => id.starts_with(prefix),
+            None => id == pattern,
+        };
+        let mut matched = false;
+        for meta in rules.all_meta() {
+            if matches(&meta.id) {
+                matched = true;
+                ids.insert(meta.id.clone());
+            }
+        }
+        if !matched {
+            return Err(format!(
+                "validation.disabled_rules: `{pattern}` matches no rule (rule ids are listed by `scriptgate validate --rules`)"
+            ));
+        }
+    }
+    Ok(ids)
 }
 
 impl Validator {
+    /// A validator; `config.disabled_rules` patterns that name no rule are ignored here (check
+    /// them first with [`disabled_rules`]).
     pub fn new(rules: RuleSet, config: ValidationConfig) -> Self {
+        let disabled = config
+            .disabled_rules
+            .iter()
+            .filter_map(|p| disabled_rules(&rules, std::slice::from_ref(p)).ok())
+            .flatten()
+            .collect();
         Validator {
             inner: Arc::new(Inner {
                 kinds: Kinds::new(&rules),
                 rules,
                 config,
+                disabled,
             }),
         }
     }
@@ -279,6 +320,9 @@ impl Validator {
 
     /// Adds a layer's findings; returns true when they reject the script.
     fn accumulate(&self, verdict: &mut Verdict, layer: Layer, mut found: Vec<Finding>) -> bool {
+        if !self.inner.disabled.is_empty() {
+            found.retain(|f| !self.inner.disabled.contains(&f.rule));
+        }
         found.sort_by_key(|f| (f.line, f.column));
         found.dedup_by(|a, b| a.rule == b.rule && a.line == b.line && a.column == b.column);
         let rejected = found.iter().any(|f| self.blocks(f));
@@ -294,5 +338,53 @@ impl Validator {
         self.accumulate(verdict, layer, found);
         verdict.valid = false;
         verdict.layer = Some(layer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn validator(disabled: &[&str]) -> Validator {
+        Validator::new(
+            RuleSet::embedded().expect("rules"),
+            ValidationConfig {
+                disabled_rules: disabled.iter().map(|s| s.to_string()).collect(),
+                ..ValidationConfig::default()
+            },
+        )
+    }
+
+    #[test]
+    fn disabled_rules_drop_their_findings_and_only_theirs() {
+        let script = Script::new(
+            Language::Python,
+            "import ctypes\nimport os\nctypes.CDLL(None)\nos.system('id')\n",
+        );
+        let rules = |v: &Validator| -> Vec<String> {
+            v.validate(&script)
+                .findings
+                .into_iter()
+                .map(|f| f.rule)
+                .collect()
+        };
+        assert!(rules(&validator(&[])).contains(&"python-ctypes".to_string()));
+        let without_ctypes = validator(&["python-ctypes"]);
+        assert_eq!(rules(&without_ctypes), vec!["python-os-command"]);
+        assert!(!without_ctypes.validate(&script).valid);
+        let everything = validator(&["*"]);
+        assert!(everything.validate(&script).valid);
+        // Syntax is not a rule: it still rejects.
+        let broken = Script::new(Language::Python, "print(\n");
+        assert_eq!(everything.validate(&broken).layer, Some(Layer::Syntax));
+    }
+
+    #[test]
+    fn a_pattern_that_names_no_rule_is_an_error() {
+        let rules = RuleSet::embedded().expect("rules");
+        let ids = disabled_rules(&rules, &["bash-*".into()]).expect("prefix matches");
+        assert!(ids.contains("bash-rm-root") && !ids.contains("python-ctypes"));
+        let err = disabled_rules(&rules, &["python-ctype".into()]).expect_err("typo");
+        assert!(err.contains("`python-ctype` matches no rule"), "{err}");
     }
 }

@@ -43,6 +43,15 @@ pub enum Severity {
     Warn,
 }
 
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Block => "block",
+            Severity::Warn => "warn",
+        }
+    }
+}
+
 /// One problem found in a script. `line` and `column` are 1-based; the column counts characters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {

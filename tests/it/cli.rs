@@ -1,4 +1,5 @@
-//! The `scriptgate validate` command: output shape and exit codes, by running the real binary.
+//! The command line (`validate`, `rules`, start-up errors): output shape and exit codes, by
+//! running the real binary.
 
 use std::process::Command;
 
@@ -84,4 +85,38 @@ fn usage_and_read_errors_exit_two_with_a_message() {
     assert!(stderr.contains("cannot read"), "{stderr}");
     let (code, _, _) = scriptgate(&["validate"]);
     assert_eq!(code, 2);
+}
+
+#[test]
+fn rules_lists_every_rule_id_with_its_family() {
+    let (code, stdout, _) = scriptgate(&["rules"]);
+    assert_eq!(code, 0);
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(rows.len() > 60, "{stdout}");
+    let row = |id: &str| rows.iter().find(|r| r[0] == id).cloned();
+    assert_eq!(row("python-ctypes").map(|r| r[1]), Some("python"));
+    assert_eq!(row("github-token").map(|r| r[1]), Some("secrets"));
+    assert_eq!(row("bash-rm-root").map(|r| r[2]), Some("block"));
+}
+
+#[test]
+fn a_disabled_rule_pattern_that_names_no_rule_stops_start_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write(
+        &dir,
+        "config.toml",
+        "[validation]\ndisabled_rules = [\"python-ctypes\", \"pyhton-*\"]\n",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_scriptgate"))
+        .args(["serve", "--insecure-no-auth", "--listen", "127.0.0.1:0"])
+        .env("SCRIPTGATE_CONFIG", &config)
+        .env("SCRIPTGATE_DATA_DIR", dir.path())
+        .output()
+        .expect("binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`pyhton-*` matches no rule"), "{stderr}");
 }
