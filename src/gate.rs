@@ -23,7 +23,9 @@ pub struct ExecuteRequest {
     pub stdin: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     ValidationFailed,
@@ -37,7 +39,7 @@ pub enum ErrorKind {
     ApprovalTimeout,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ExecutionError {
     #[serde(rename = "type")]
     pub kind: ErrorKind,

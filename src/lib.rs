@@ -21,6 +21,7 @@ pub mod rules;
 pub mod sandbox;
 pub mod script;
 pub mod store;
+pub mod tools;
 pub mod validate;
 
 use std::future::Future;
@@ -90,6 +91,7 @@ impl App {
         let router = http::router(http::AppState {
             executions: executions.clone(),
             auth: Arc::new(auth),
+            tools: Arc::new(tools::Catalog::new(config)),
         });
         Ok(App {
             router,

@@ -71,6 +71,8 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Print the OpenAPI contract (YAML), as committed in openapi.yaml.
+    Openapi,
     /// List the secret and dangerous-pattern rules (ids for `validation.disabled_rules`).
     Rules {
         /// Load rules from this directory (laid out like patterns/) instead of the built-in ones.
@@ -194,6 +196,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             files,
         } => validate_files(language.map(Language::from), rules, max_chars, &files),
         Command::Rules { rules } => list_rules(rules),
+        Command::Openapi => {
+            std::io::stdout()
+                .lock()
+                .write_all(scriptgate::http::openapi::yaml().as_bytes())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Images {
             command:
                 ImagesCommand::Build {

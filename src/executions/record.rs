@@ -8,7 +8,7 @@ use crate::gate::ExecutionError;
 use crate::script::Language;
 use crate::validate::verdict::Verdict;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     PendingApproval,
@@ -44,7 +44,7 @@ impl Status {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Approve,
@@ -52,7 +52,7 @@ pub enum Decision {
 }
 
 /// An operator's decision.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Approval {
     pub decision: Decision,
     pub by: String,
@@ -62,7 +62,7 @@ pub struct Approval {
 }
 
 /// Milliseconds per stage.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StageMs {
     pub validate: u64,
     pub queue: u64,

@@ -1,21 +1,22 @@
 //! Operators: `GET /v1/approvals` (pending executions) and `POST /v1/approvals/{id}` (decide once).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::auth::Authenticated;
 use super::execute::ExecuteOut;
+use super::params::IdParam;
 use super::{AppState, Json};
 use crate::auth::Role;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::executions::record::{Decision, ExecutionRecord};
 use crate::script::Language;
 use crate::validate::verdict::Verdict;
 
 /// A pending execution, as an operator reviews it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PendingOut {
     pub execution_id: Uuid,
     pub agent: String,
@@ -32,7 +33,7 @@ pub struct PendingOut {
     pub expires_at: OffsetDateTime,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PendingList {
     pub pending: Vec<PendingOut>,
 }
@@ -56,6 +57,17 @@ fn pending(r: &ExecutionRecord, timeout: std::time::Duration) -> PendingOut {
     }
 }
 
+/// Executions waiting for an operator's decision, oldest first.
+#[utoipa::path(
+    get,
+    path = "/v1/approvals",
+    tag = "approvals",
+    operation_id = "list_pending_approvals",
+    responses(
+        (status = 200, description = "The pending executions, with script, verdict and expiry.", body = PendingList),
+    ),
+    security(("operator_token" = []))
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Authenticated,
@@ -68,23 +80,44 @@ pub async fn list(
     }))
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// An operator's decision. Unknown fields are rejected.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"decision": "approve", "reason": "reviewed: reads a CSV and prints a summary"}))]
 pub struct DecisionIn {
     pub decision: Decision,
+    /// Why (kept in the record and the audit log), at most 2000 characters.
     #[serde(default)]
+    #[schema(max_length = 2000)]
     pub reason: String,
 }
 
+/// Approve (it is queued and runs) or deny a pending execution; a decision is final.
+#[utoipa::path(
+    post,
+    path = "/v1/approvals/{id}",
+    tag = "approvals",
+    operation_id = "decide_approval",
+    params(("id" = uuid::Uuid, Path, description = "The execution id")),
+    request_body = DecisionIn,
+    responses(
+        (status = 200, description = "The execution after the decision (`queued` when approved, `denied` when denied).", body = ExecuteOut),
+        (status = 400, description = "The id is not a UUID or the body does not match the schema.", body = ErrorBody,
+            example = json!({"error": {"type": "schema_error", "message": "decision: unknown variant `maybe`, expected `approve` or `deny`"}})),
+        (status = 404, description = "No such execution.", body = ErrorBody,
+            example = json!({"error": {"type": "not_found", "message": "no such execution"}})),
+        (status = 409, description = "The execution is not pending approval (already decided, expired or never held).", body = ErrorBody,
+            example = json!({"error": {"type": "conflict", "message": "execution is denied, not pending approval"}})),
+    ),
+    security(("operator_token" = []))
+)]
 pub async fn decide(
     State(state): State<AppState>,
     caller: Authenticated,
-    Path(id): Path<String>,
+    IdParam(id): IdParam,
     Json(body): Json<DecisionIn>,
 ) -> Result<axum::Json<ExecuteOut>, ApiError> {
     let operator = caller.require(Role::Operator)?;
-    let id =
-        Uuid::parse_str(&id).map_err(|_| ApiError::Schema(format!("id: `{id}` is not a UUID")))?;
     if body.reason.chars().count() > 2000 {
         return Err(ApiError::Schema("reason: at most 2000 characters".into()));
     }

@@ -11,22 +11,27 @@ use super::auth::Authenticated;
 use super::{AppState, Json};
 use crate::auth::Role;
 use crate::config::ExecutionSettings;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::executions::record::{Approval, ExecutionRecord, Status};
 use crate::executions::{ExecError, Submitted};
 use crate::gate::{ExecuteRequest, ExecutionError, GateError};
 use crate::script::{Language, Script};
 use crate::validate::verdict::Verdict;
 
-/// The request body of `/v1/execute` and `/v1/executions`.
-#[derive(Debug, Clone, Deserialize)]
+/// A script to validate and run. Unknown fields are rejected.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"script_content": "print('hello')", "script_type": "python", "timeout": 30}))]
 pub struct ExecuteIn {
+    /// The script source: at most `validation.max_chars` characters (default 10000), no NUL.
     pub script_content: String,
     pub script_type: Language,
-    /// Seconds; defaults to the configured default.
-    #[serde(default)]
+    /// Deadline in seconds, 1 to `execution.max_timeout_secs` (the maximum below); the script is
+    /// killed when it passes. Defaults to `execution.default_timeout_secs` (60).
+    #[serde(default, deserialize_with = "super::json::whole_number")]
+    #[schema(minimum = 1, example = 30)]
     pub timeout: Option<u64>,
+    /// Bytes fed to the script's standard input (at most `execution.max_stdin_bytes`).
     #[serde(default)]
     pub stdin: Option<String>,
 }
@@ -57,33 +62,43 @@ impl ExecuteIn {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What the container used, as the engine's cgroup accounting reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ResourceUsage {
     pub cpu_time_ms: u64,
     pub max_memory_bytes: u64,
 }
 
 /// The result of an execution (the same object for `/v1/execute` and `/v1/executions/{id}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ExecuteOut {
     pub execution_id: Uuid,
     pub status: Status,
+    /// The script ran to completion with exit code 0.
     pub success: bool,
+    /// The script's exit code; null when it did not run or was killed.
     pub exit_code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
+    /// Output beyond `sandbox.limits.output_bytes` per stream was dropped.
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
+    /// The script was killed at its deadline.
     pub timeout: bool,
+    /// Milliseconds from submission to the result.
     pub duration_ms: u64,
+    /// Validation rejected the script, so no container was started.
     pub validation_failed: bool,
     pub validation: Verdict,
+    /// Why the execution did not succeed; null on success and on a plain non-zero exit.
     pub error: Option<ExecutionError>,
     pub resource_usage: ResourceUsage,
     pub timings_ms: crate::executions::record::StageMs,
     /// Served by a container started before the request.
     pub warm: bool,
+    /// The operator's decision, when the execution needed approval.
     pub approval: Option<Approval>,
+    /// The name of the agent token that submitted it.
     pub agent: String,
 }
 
@@ -117,16 +132,19 @@ impl From<&ExecutionRecord> for ExecuteOut {
 }
 
 /// Where to read an accepted execution.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Links {
+    /// `GET` it for the result (`?wait=N` long-polls up to N seconds).
     #[serde(rename = "self")]
     pub this: String,
+    /// Where an operator approves or denies it (only while it is pending approval).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub approval: Option<String>,
 }
 
 /// 202 body: accepted, not finished.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SubmissionOut {
     pub execution_id: Uuid,
     pub status: Status,
@@ -168,6 +186,29 @@ impl From<ExecError> for ApiError {
     }
 }
 
+/// Validate a script and run it in a one-use container, answering with the result.
+#[utoipa::path(
+    post,
+    path = "/v1/execute",
+    tag = "execute",
+    operation_id = "execute_script",
+    request_body = ExecuteIn,
+    responses(
+        (status = 200, description = "The script was validated and, if valid, ran. A non-zero exit, a timeout or an OOM kill is still 200: read `success`, `exit_code`, `timeout` and `error`. A script rejected by validation is 200 with `validation_failed` true and `error.type` `validation_failed`.",
+            body = ExecuteOut, example = json!(crate::http::openapi::example_result())),
+        (status = 202, description = "Held for operator approval (`approval` is `always`, or `on_warn` and validation warned): read the result at `links.self`.",
+            body = SubmissionOut, example = json!(crate::http::openapi::example_submission())),
+        (status = 400, description = "The body does not match the schema; the message names the field.", body = ErrorBody,
+            example = json!({"error": {"type": "schema_error", "message": "script_type: unknown variant `ruby`, expected `python` or `bash`"}})),
+        (status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
+            example = json!({"error": {"type": "overloaded", "message": "too many executions in progress; retry in 1s"}})),
+        (status = 503, description = "The container engine or the runner image is unavailable: retry after `Retry-After` seconds.", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
+            example = json!({"error": {"type": "engine_unavailable", "message": "the container engine is not reachable"}})),
+    ),
+    security(("agent_token" = []))
+)]
 pub async fn execute(
     State(state): State<AppState>,
     caller: Authenticated,

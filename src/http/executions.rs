@@ -3,21 +3,43 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use uuid::Uuid;
 
 use super::auth::Authenticated;
 use super::execute::{ExecuteIn, ExecuteOut, SubmissionOut};
+use super::params::{IdParam, Query};
 use super::{AppState, Json};
 use crate::auth::Role;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::executions::Submitted;
 
 /// Longest long-poll.
 pub const MAX_WAIT_SECS: u64 = 60;
 
+/// Accept a script and return at once; it is validated and run in the background (or after
+/// approval). Read the result at `links.self`.
+#[utoipa::path(
+    post,
+    path = "/v1/executions",
+    tag = "execute",
+    operation_id = "submit_execution",
+    request_body = ExecuteIn,
+    responses(
+        (status = 202, description = "Accepted: queued, or pending approval.", body = SubmissionOut,
+            example = json!(crate::http::openapi::example_submission())),
+        (status = 400, description = "The body does not match the schema; the message names the field.", body = ErrorBody,
+            example = json!({"error": {"type": "schema_error", "message": "timeout: must be between 1 and 300 seconds, got 0"}})),
+        (status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
+            example = json!({"error": {"type": "overloaded", "message": "too many executions in progress; retry in 1s"}})),
+        (status = 503, description = "The container engine or the runner image is unavailable: retry after `Retry-After` seconds.", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
+            example = json!({"error": {"type": "engine_unavailable", "message": "the container engine is not reachable"}})),
+    ),
+    security(("agent_token" = []))
+)]
 pub async fn submit(
     State(state): State<AppState>,
     caller: Authenticated,
@@ -31,21 +53,40 @@ pub async fn submit(
     Ok((StatusCode::ACCEPTED, axum::Json(SubmissionOut::from(&rec))))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct WaitQuery {
+    /// Seconds to wait for the execution to finish (long-poll), 0 to 60; default 0.
     #[serde(default)]
+    #[param(minimum = 0, maximum = 60)]
     pub wait: Option<u64>,
 }
 
+/// An execution's current state and, once finished, its result. Agents see their own
+/// executions; operators see all.
+#[utoipa::path(
+    get,
+    path = "/v1/executions/{id}",
+    tag = "execute",
+    operation_id = "get_execution",
+    params(("id" = uuid::Uuid, Path, description = "The execution id"), WaitQuery),
+    responses(
+        (status = 200, description = "The execution (the same object `/v1/execute` answers with).",
+            body = ExecuteOut, example = json!(crate::http::openapi::example_result())),
+        (status = 400, description = "The id is not a UUID, or `wait` is out of range.", body = ErrorBody,
+            example = json!({"error": {"type": "schema_error", "message": "id: `abc` is not a UUID"}})),
+        (status = 404, description = "No such execution (or not this agent's).", body = ErrorBody,
+            example = json!({"error": {"type": "not_found", "message": "no such execution"}})),
+    ),
+    security(("agent_token" = []), ("operator_token" = []))
+)]
 pub async fn get(
     State(state): State<AppState>,
     caller: Authenticated,
-    Path(id): Path<String>,
+    IdParam(id): IdParam,
     Query(query): Query<WaitQuery>,
 ) -> Result<axum::Json<ExecuteOut>, ApiError> {
-    let id =
-        Uuid::parse_str(&id).map_err(|_| ApiError::Schema(format!("id: `{id}` is not a UUID")))?;
     let wait = query.wait.unwrap_or(0);
     if wait > MAX_WAIT_SECS {
         return Err(ApiError::Schema(format!(

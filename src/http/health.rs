@@ -6,22 +6,31 @@ use serde::Serialize;
 
 use super::AppState;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Health {
     pub status: &'static str,
 }
 
+/// The process answers (liveness).
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "health",
+    operation_id = "healthz",
+    responses((status = 200, description = "Alive.", body = Health, example = json!({"status": "ok"}))),
+    security(())
+)]
 pub async fn healthz() -> axum::Json<Health> {
     axum::Json(Health { status: "ok" })
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ImageState {
     pub image: String,
     pub present: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ReadyOut {
     pub ready: bool,
     pub engine: bool,
@@ -33,6 +42,18 @@ pub struct ReadyOut {
     pub detail: Option<String>,
 }
 
+/// The engine answers and the runner images are present (readiness).
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "health",
+    operation_id = "readyz",
+    responses(
+        (status = 200, description = "Ready to run scripts.", body = ReadyOut),
+        (status = 503, description = "Not ready: `detail` says why (engine down, image missing).", body = ReadyOut),
+    ),
+    security(())
+)]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<ReadyOut>) {
     let runner = state.executions.gate().runner();
     let r = runner.readiness().await;

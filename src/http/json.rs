@@ -4,6 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header::CONTENT_TYPE;
+use serde::Deserialize as _;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -70,6 +71,25 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     Ok(value)
 }
 
+/// `deserialize_with` for an optional whole number of seconds: JSON Schema's `integer` includes
+/// `30.0`, which some clients send for 30, so integral floats are accepted; fractions and negative
+/// numbers are schema errors.
+pub fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    use serde::de::Error as _;
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if let Some(v) = n.as_u64() {
+        return Ok(Some(v));
+    }
+    match n.as_f64() {
+        Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => Ok(Some(f as u64)),
+        _ => Err(D::Error::custom(format!(
+            "expected a whole number of seconds, got {n}"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +117,24 @@ mod tests {
         assert!(message(br#"{}"#).contains("missing field `kind`"));
         assert!(message(br#"{"kind": "bash"} trailing"#).contains("unexpected data"));
         assert!(message(b"\xff\xfe").contains("expected value"));
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Seconds {
+        #[serde(default, deserialize_with = "whole_number")]
+        t: Option<u64>,
+    }
+
+    #[test]
+    fn whole_numbers_may_be_written_as_floats() {
+        let t = |json: &str| parse::<Seconds>(json.as_bytes()).map(|s| s.t);
+        assert_eq!(t(r#"{"t": 30}"#).ok(), Some(Some(30)));
+        assert_eq!(t(r#"{"t": 30.0}"#).ok(), Some(Some(30)));
+        assert_eq!(t(r#"{"t": null}"#).ok(), Some(None));
+        assert_eq!(t(r#"{}"#).ok(), Some(None));
+        assert!(t(r#"{"t": 1.5}"#).is_err());
+        assert!(t(r#"{"t": -1}"#).is_err());
+        assert!(t(r#"{"t": "30"}"#).is_err());
     }
 
     #[test]

@@ -8,6 +8,9 @@ mod execute;
 mod executions;
 mod health;
 mod json;
+pub mod openapi;
+mod params;
+pub mod tools;
 mod validate;
 
 use std::sync::Arc;
@@ -33,6 +36,7 @@ pub use validate::ValidateIn;
 pub struct AppState {
     pub executions: Arc<Executions>,
     pub auth: Arc<Authenticator>,
+    pub tools: Arc<crate::tools::Catalog>,
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -46,6 +50,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/executions/{id}", get(executions::get))
         .route("/v1/approvals", get(approvals::list))
         .route("/v1/approvals/{id}", post(approvals::decide))
+        .route("/v1/tools", get(tools::list))
+        .route("/openapi.json", get(openapi::serve_json))
+        .route("/openapi.yaml", get(openapi::serve_yaml))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .fallback(not_found)

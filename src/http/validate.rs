@@ -6,17 +6,35 @@ use serde::Deserialize;
 use super::auth::Authenticated;
 use super::{AppState, Json};
 use crate::auth::Role;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::script::{Language, Script};
 use crate::validate::verdict::Verdict;
 
-#[derive(Debug, Clone, Deserialize)]
+/// A script to check. Unknown fields are rejected.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"script_content": "import os\nos.system('id')\n", "script_type": "python"}))]
 pub struct ValidateIn {
+    /// The script source.
     pub script_content: String,
     pub script_type: Language,
 }
 
+/// Run the validation layers on a script without running it.
+#[utoipa::path(
+    post,
+    path = "/v1/validate",
+    tag = "execute",
+    operation_id = "validate_script",
+    request_body = ValidateIn,
+    responses(
+        (status = 200, description = "The verdict: `valid`, the first layer that rejected the script, and every finding of that layer (warn findings of later layers too).",
+            body = Verdict, example = json!(crate::http::openapi::example_rejected())),
+        (status = 400, description = "The body does not match the schema; the message names the field.", body = ErrorBody,
+            example = json!({"error": {"type": "schema_error", "message": "missing field `script_type`"}})),
+    ),
+    security(("agent_token" = []))
+)]
 pub async fn validate(
     State(state): State<AppState>,
     caller: Authenticated,

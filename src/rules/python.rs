@@ -1075,7 +1075,7 @@ fn decode_base32(s: &str) -> Option<String> {
 
 pub fn decode_hex(s: &str) -> Option<String> {
     let cleaned: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if cleaned.len() % 2 != 0 {
+    if !cleaned.len().is_multiple_of(2) {
         return None;
     }
     let bytes = cleaned

@@ -5,7 +5,19 @@ use serde::{Deserialize, Serialize};
 use crate::script::Language;
 
 /// The validation layers, in the order they run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Layer {
     Size,
@@ -36,7 +48,7 @@ impl Layer {
 }
 
 /// `block` findings reject the script; `warn` findings are reported only (unless configured to block).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Block,
@@ -53,7 +65,7 @@ impl Severity {
 }
 
 /// One problem found in a script. `line` and `column` are 1-based; the column counts characters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Finding {
     pub layer: Layer,
     pub rule: String,
@@ -64,11 +76,11 @@ pub struct Finding {
 }
 
 /// The outcome of validating one script.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Verdict {
     pub language: Language,
     pub valid: bool,
-    /// The first layer that rejected the script; `None` when it is valid.
+    /// The first layer that rejected the script; null when it is valid.
     pub layer: Option<Layer>,
     pub findings: Vec<Finding>,
 }

@@ -180,3 +180,42 @@ pub async fn sandbox(tweak: impl FnOnce(&mut DockerConfig)) -> DockerSandbox {
     tweak(&mut config);
     DockerSandbox::start(config).await.expect("sandbox starts")
 }
+
+/// The Python of the test virtualenv (`scripts/test-deps.sh` builds it from
+/// `tests/py/requirements.txt`), or `SCRIPTGATE_TEST_PYTHON`.
+pub fn python() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("SCRIPTGATE_TEST_PYTHON") {
+        return p.into();
+    }
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/py-env/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/test-deps.sh (scripts/test does)",
+        p.display()
+    );
+    p
+}
+
+/// A script of `tests/py/`.
+pub fn py_script(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/py")
+        .join(name)
+}
+
+/// Runs a program to completion off the async runtime; panics with its output when it fails.
+pub async fn run_ok(mut command: std::process::Command) -> String {
+    let shown = format!("{command:?}");
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .unwrap_or_else(|e| panic!("{shown}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{shown} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+    stdout
+}

@@ -474,3 +474,61 @@ async fn engine_unavailable_is_503_and_readiness_reports_it() {
     assert_eq!(status, 200);
     assert_eq!(r["status"], "ok");
 }
+
+#[tokio::test]
+async fn tool_definitions_come_in_both_shapes_with_the_configured_limits() {
+    let runner = Arc::new(FakeRunner {
+        ready: true,
+        ..FakeRunner::default()
+    });
+    let router = app_with(runner, |c| {
+        c.validation.max_chars = 4000;
+        c.execution.max_timeout_secs = 90;
+        c.approval = scriptgate::executions::ApprovalMode::OnWarn;
+    })
+    .await;
+    let (status, _, both) = call(&router, "GET", "/v1/tools", None, Body::empty()).await;
+    assert_eq!(status, StatusCode::OK, "{both}");
+    let openai = both["openai"].as_array().expect("openai tools");
+    let anthropic = both["anthropic"].as_array().expect("anthropic tools");
+    assert_eq!(openai.len(), 2);
+    assert_eq!(openai[0]["type"], "function");
+    assert_eq!(openai[0]["function"]["name"], "execute_script");
+    let params = &openai[0]["function"]["parameters"];
+    assert_eq!(params["properties"]["script_content"]["maxLength"], 4000);
+    assert_eq!(params["properties"]["timeout"]["maximum"], 90);
+    assert_eq!(
+        params["properties"]["script_type"]["enum"],
+        json!(["python", "bash"])
+    );
+    assert_eq!(anthropic[1]["name"], "validate_script");
+    assert_eq!(anthropic[1]["input_schema"]["type"], "object");
+    assert_eq!(both["metadata"]["execute_script"]["risk_level"], "high");
+    assert_eq!(
+        both["metadata"]["execute_script"]["approval_mode"],
+        "on_warn"
+    );
+    assert_eq!(both["metadata"]["validate_script"]["read_only"], true);
+
+    let (_, _, only) = call(
+        &router,
+        "GET",
+        "/v1/tools?format=anthropic",
+        None,
+        Body::empty(),
+    )
+    .await;
+    assert!(
+        only.get("openai").is_none() && only["anthropic"].is_array(),
+        "{only}"
+    );
+    let (status, _, bad) = call(
+        &router,
+        "GET",
+        "/v1/tools?format=gemini",
+        None,
+        Body::empty(),
+    )
+    .await;
+    assert_error(status, &bad, 400, "schema_error", "gemini");
+}

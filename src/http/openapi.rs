@@ -1,0 +1,247 @@
+//! The OpenAPI 3.1 contract, generated from the handlers' `#[utoipa::path]` attributes and the wire
+//! types' `ToSchema` derives, so it cannot drift from the code. `openapi.yaml` at the repository
+//! root is this document (a test fails when the file is stale); the service also serves it at
+//! `/openapi.json` and `/openapi.yaml`.
+//!
+//! Responses every operation can give are added here rather than repeated on each handler: 401/403
+//! on authenticated operations, 413/415 on operations with a JSON body, 500 everywhere.
+
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use serde_json::{Value, json};
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder, Schema};
+use utoipa::{Modify, OpenApi};
+
+use super::{AppState, approvals, execute, executions, health, tools, validate};
+use crate::config::ExecutionSettings;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "scriptgate",
+        description = "Validates Python and Bash scripts (size, syntax, language, secrets, dangerous patterns) and runs them in one-use, hardened Docker containers: no network, read-only root, non-root, capabilities dropped, memory/CPU/pids limits, killed at the deadline, always removed.\n\nAgents authenticate with an agent token, operators (who approve or deny held executions) with an operator token: `Authorization: Bearer <token>`.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    paths(
+        execute::execute,
+        validate::validate,
+        executions::submit,
+        executions::get,
+        approvals::list,
+        approvals::decide,
+        tools::list,
+        health::healthz,
+        health::readyz,
+    ),
+    // Referenced from query parameters only, which utoipa does not collect by itself.
+    components(schemas(tools::ToolFormat)),
+    modifiers(&Security, &CommonResponses),
+    tags(
+        (name = "execute", description = "Validate and run scripts"),
+        (name = "approvals", description = "Operators approve or deny held executions"),
+        (name = "tools", description = "Tool definitions for agent frameworks"),
+        (name = "health", description = "Liveness and readiness"),
+    )
+)]
+#[derive(Debug)]
+pub struct ApiDoc;
+
+/// The contract for these execution settings: the timeout's maximum is configurable, and a
+/// client generated from the document must know the real one.
+pub fn document(settings: &ExecutionSettings) -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    let input = doc
+        .components
+        .as_mut()
+        .and_then(|c| c.schemas.get_mut("ExecuteIn"));
+    if let Some(RefOr::T(Schema::Object(input))) = input
+        && let Some(RefOr::T(Schema::Object(timeout))) = input.properties.get_mut("timeout")
+    {
+        timeout.maximum = Some((settings.max_timeout_secs as usize).into());
+    }
+    doc
+}
+
+/// The contract of the default configuration as YAML: what `openapi.yaml` holds.
+pub fn yaml() -> String {
+    to_yaml(&document(&ExecutionSettings::default()))
+}
+
+fn to_yaml(doc: &utoipa::openapi::OpenApi) -> String {
+    doc.to_yaml()
+        .expect("the OpenAPI document serializes to YAML")
+}
+
+/// `GET /openapi.json`: the contract of this service's configuration.
+pub async fn serve_json(State(state): State<AppState>) -> axum::response::Response {
+    axum::Json(document(state.executions.gate().settings())).into_response()
+}
+
+/// `GET /openapi.yaml`: the same, as YAML.
+pub async fn serve_yaml(State(state): State<AppState>) -> axum::response::Response {
+    let body = to_yaml(&document(state.executions.gate().settings()));
+    ([(CONTENT_TYPE, "application/yaml")], body).into_response()
+}
+
+struct Security;
+
+impl Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for (name, who) in [
+            (
+                "agent_token",
+                "An agent token (`agent_tokens` in the configuration).",
+            ),
+            (
+                "operator_token",
+                "An operator token (`operator_tokens` in the configuration).",
+            ),
+        ] {
+            components.add_security_scheme(
+                name,
+                SecurityScheme::Http(
+                    HttpBuilder::new()
+                        .scheme(HttpAuthScheme::Bearer)
+                        .description(Some(who))
+                        .build(),
+                ),
+            );
+        }
+    }
+}
+
+struct CommonResponses;
+
+/// Whether some security requirement of `op` names a scheme (`security(())` names none).
+fn needs_token(op: &Operation) -> bool {
+    serde_json::to_value(&op.security).is_ok_and(|v| {
+        v.as_array().is_some_and(|reqs| {
+            reqs.iter()
+                .any(|r| r.as_object().is_some_and(|o| !o.is_empty()))
+        })
+    })
+}
+
+fn error_response(description: &str, kind: &str, message: &str) -> RefOr<Response> {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .example(Some(json!({"error": {"type": kind, "message": message}})))
+                .build(),
+        )
+        .build()
+        .into()
+}
+
+impl Modify for CommonResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            let operations: [&mut Option<Operation>; 2] = [&mut item.get, &mut item.post];
+            for op in operations.into_iter().flatten() {
+                let secured = needs_token(op);
+                let responses = &mut op.responses.responses;
+                if secured {
+                    responses.entry("401".into()).or_insert_with(|| {
+                        error_response(
+                            "Missing or unknown bearer token (`WWW-Authenticate: Bearer`).",
+                            "unauthorized",
+                            "missing bearer token",
+                        )
+                    });
+                    responses.entry("403".into()).or_insert_with(|| {
+                        error_response(
+                            "The token does not have the role this operation needs.",
+                            "forbidden",
+                            "this endpoint needs an agent token",
+                        )
+                    });
+                }
+                if op.request_body.is_some() {
+                    responses.entry("413".into()).or_insert_with(|| {
+                        error_response(
+                            "The body is larger than `execution.max_body_bytes`.",
+                            "payload_too_large",
+                            "request body is larger than the configured limit",
+                        )
+                    });
+                    responses.entry("415".into()).or_insert_with(|| {
+                        error_response(
+                            "The body is not `application/json`.",
+                            "unsupported_media_type",
+                            "expected Content-Type: application/json, got text/plain",
+                        )
+                    });
+                }
+                responses.entry("500".into()).or_insert_with(|| {
+                    error_response(
+                        "A failure on the service's side (logged in full, answered generically).",
+                        "internal_error",
+                        "internal error",
+                    )
+                });
+            }
+        }
+    }
+}
+
+const EXAMPLE_ID: &str = "0b6f1f7e-2d4c-4a8e-9c3e-5f1d2a7b9c01";
+
+/// A finished execution, as the examples show it.
+pub fn example_result() -> Value {
+    json!({
+        "execution_id": EXAMPLE_ID,
+        "status": "completed",
+        "success": true,
+        "exit_code": 0,
+        "stdout": "hello\n",
+        "stderr": "",
+        "stdout_truncated": false,
+        "stderr_truncated": false,
+        "timeout": false,
+        "duration_ms": 31,
+        "validation_failed": false,
+        "validation": {"language": "python", "valid": true, "layer": null, "findings": []},
+        "error": null,
+        "resource_usage": {"cpu_time_ms": 18, "max_memory_bytes": 9_437_184},
+        "timings_ms": {"validate": 0, "queue": 0, "create": 0, "start": 1, "run": 27, "cleanup": 0},
+        "warm": true,
+        "approval": null,
+        "agent": "agent-1"
+    })
+}
+
+/// An execution held for approval.
+pub fn example_submission() -> Value {
+    json!({
+        "execution_id": EXAMPLE_ID,
+        "status": "pending_approval",
+        "links": {
+            "self": format!("/v1/executions/{EXAMPLE_ID}"),
+            "approval": format!("/v1/approvals/{EXAMPLE_ID}")
+        }
+    })
+}
+
+/// A script rejected by validation.
+pub fn example_rejected() -> Value {
+    json!({
+        "language": "python",
+        "valid": false,
+        "layer": "dangerous",
+        "findings": [{
+            "layer": "dangerous",
+            "rule": "python-os-command",
+            "severity": "block",
+            "message": "os.system/popen/exec*/spawn* run shell commands or replace the process",
+            "line": 2,
+            "column": 1
+        }]
+    })
+}

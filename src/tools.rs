@@ -1,0 +1,231 @@
+//! Tool definitions for agent frameworks: `execute_script` and `validate_script`, with JSON Schema
+//! parameters that carry the configured limits and descriptions that tell the model what is
+//! checked and how the script runs. One catalog feeds `GET /v1/tools` (OpenAI and Anthropic
+//! shapes) and the MCP server, so every integration describes the same contract.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::config::Config;
+use crate::executions::ApprovalMode;
+
+pub const EXECUTE: &str = "execute_script";
+pub const VALIDATE: &str = "validate_script";
+
+/// What every tool says about its risk, beside its definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ToolMeta {
+    /// `high` for running code, `low` for read-only checks.
+    pub risk_level: &'static str,
+    /// Every call waits for an operator's approval (`approval = "always"`).
+    pub approval_required: bool,
+    /// The configured approval mode: `never`, `always` or `on_warn` (held only when validation
+    /// warns).
+    pub approval_mode: &'static str,
+    /// The call changes nothing (validation only).
+    pub read_only: bool,
+    /// The HTTP operation that performs the call.
+    pub endpoint: &'static str,
+}
+
+/// One tool: name, description for the model, JSON Schema of its arguments.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: String,
+    pub input_schema: Value,
+    pub meta: ToolMeta,
+}
+
+/// The tools, built once from the configuration.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    pub tools: Vec<Tool>,
+}
+
+impl Catalog {
+    pub fn new(config: &Config) -> Catalog {
+        let max_chars = config.validation.max_chars;
+        let e = &config.execution;
+        let l = &config.sandbox.limits;
+        let mode = match config.approval {
+            ApprovalMode::Never => "never",
+            ApprovalMode::Always => "always",
+            ApprovalMode::OnWarn => "on_warn",
+        };
+        let checks = format!(
+            "Before anything runs the script is validated: at most {max_chars} characters; it must \
+             parse as the declared language (Python 3 or Bash); it must not be the other language; it \
+             must not contain hard-coded secrets (API keys, tokens, private keys, passwords, URLs with \
+             credentials: read them from the environment instead); and it must not use dangerous \
+             constructs (eval/exec/compile, os.system, subprocess with shell=True, dynamic imports, \
+             ctypes, pickle loads, rm -rf of system paths, reverse shells, curl | sh, disk or \
+             firewall changes). A rejected script does not run: the result lists each finding with \
+             its rule and line, so fix the script and call again."
+        );
+        let sandbox = format!(
+            "It runs in a fresh, one-use container: no network access, read-only filesystem except \
+             /tmp ({tmpfs} MiB), an unprivileged user, {memory} MiB of memory, {cpus} CPU, at most \
+             {pids} processes; the Python standard library is available but no third-party \
+             packages. It is killed after `timeout` seconds. stdout and stderr are returned (each \
+             truncated after {output} bytes): print what you need to see.",
+            tmpfs = l.tmpfs_mb,
+            memory = l.memory_mb,
+            cpus = l.cpus,
+            pids = l.pids,
+            output = l.output_bytes,
+        );
+        let approval = match config.approval {
+            ApprovalMode::Never => String::new(),
+            ApprovalMode::Always => " Every execution waits for a human operator's approval; \
+                 until then the result has status `pending_approval` and no output."
+                .into(),
+            ApprovalMode::OnWarn => " Scripts that raise validation warnings wait for a human \
+                 operator's approval; until then the result has status `pending_approval`."
+                .into(),
+        };
+        let language = json!({
+            "type": "string",
+            "enum": ["python", "bash"],
+            "description": "The script's language: `python` (Python 3) or `bash`."
+        });
+        let content = json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": max_chars,
+            "description": format!("The complete script source, at most {max_chars} characters.")
+        });
+        let execute = Tool {
+            name: EXECUTE,
+            title: "Run a script in a sandbox",
+            description: format!(
+                "Run a Python or Bash script in an isolated sandbox and return its stdout, stderr \
+                 and exit code. {checks} {sandbox}{approval}"
+            ),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "script_content": content,
+                    "script_type": language,
+                    "timeout": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": e.max_timeout_secs,
+                        "default": e.default_timeout_secs,
+                        "description": format!(
+                            "Seconds before the script is killed (1 to {}; default {}).",
+                            e.max_timeout_secs, e.default_timeout_secs
+                        )
+                    },
+                    "stdin": {
+                        "type": "string",
+                        "maxLength": e.max_stdin_bytes,
+                        "description": "Text fed to the script's standard input (optional)."
+                    }
+                },
+                "required": ["script_content", "script_type"],
+                "additionalProperties": false
+            }),
+            meta: ToolMeta {
+                risk_level: "high",
+                approval_required: config.approval == ApprovalMode::Always,
+                approval_mode: mode,
+                read_only: false,
+                endpoint: "POST /v1/execute",
+            },
+        };
+        let validate = Tool {
+            name: VALIDATE,
+            title: "Check a script without running it",
+            description: format!(
+                "Check a Python or Bash script without running it and return the verdict: valid, \
+                 the layer that rejected it (size, syntax, language, secrets or dangerous) and \
+                 every finding with its rule, message, line and column. {checks}"
+            ),
+            input_schema: json!({
+                "type": "object",
+                "properties": {"script_content": content, "script_type": language},
+                "required": ["script_content", "script_type"],
+                "additionalProperties": false
+            }),
+            meta: ToolMeta {
+                risk_level: "low",
+                approval_required: false,
+                approval_mode: mode,
+                read_only: true,
+                endpoint: "POST /v1/validate",
+            },
+        };
+        Catalog {
+            tools: vec![execute, validate],
+        }
+    }
+
+    /// OpenAI function calling: `{"type": "function", "function": {name, description, parameters}}`.
+    pub fn openai(&self) -> Vec<Value> {
+        self.tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.input_schema,
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Anthropic tool use: `{name, description, input_schema}`.
+    pub fn anthropic(&self) -> Vec<Value> {
+        self.tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": t.input_schema,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_carry_the_configured_limits() {
+        let mut config = Config::default();
+        config.validation.max_chars = 5000;
+        config.execution.max_timeout_secs = 120;
+        config.approval = ApprovalMode::Always;
+        let catalog = Catalog::new(&config);
+        let execute = &catalog.openai()[0]["function"];
+        assert_eq!(execute["name"], EXECUTE);
+        let params = &execute["parameters"];
+        assert_eq!(params["properties"]["script_content"]["maxLength"], 5000);
+        assert_eq!(params["properties"]["timeout"]["maximum"], 120);
+        assert_eq!(
+            params["properties"]["script_type"]["enum"],
+            json!(["python", "bash"])
+        );
+        assert!(
+            execute["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("5000 characters") && d.contains("approval"))
+        );
+        let meta = &catalog.tools[0].meta;
+        assert_eq!((meta.risk_level, meta.approval_required), ("high", true));
+        let anthropic = catalog.anthropic();
+        assert_eq!(anthropic[1]["name"], VALIDATE);
+        assert_eq!(
+            anthropic[1]["input_schema"]["required"],
+            json!(["script_content", "script_type"])
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! The OpenAPI contract: the committed `openapi.yaml` is what the code generates, it is valid
+//! OpenAPI, the service serves it, and a client generated from it (by openapi-python-client, not
+//! written here) drives the live service.
+
+use std::process::Command;
+
+use scriptgate::auth::TokenSpec;
+
+use crate::harness::{self, Service};
+
+const AGENT: &str = "agent-token-openapi-5c1e";
+
+fn committed() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml"))
+        .expect("openapi.yaml at the repository root")
+}
+
+#[test]
+fn the_committed_contract_is_current() {
+    let generated = scriptgate::http::openapi::yaml();
+    if generated != committed() {
+        let first = generated
+            .lines()
+            .zip(committed().lines())
+            .position(|(a, b)| a != b)
+            .map_or_else(|| "length".to_string(), |i| format!("line {}", i + 1));
+        panic!(
+            "openapi.yaml is stale (first difference: {first}); regenerate it with \
+             `cargo run -q -- openapi > openapi.yaml`"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_contract_is_valid_openapi_3_1() {
+    let mut check = Command::new(harness::python());
+    check.args([
+        "-c",
+        "import sys; from openapi_spec_validator import validate; from openapi_spec_validator.readers import read_from_filename; \
+         spec, _ = read_from_filename(sys.argv[1]); validate(spec); print('valid', spec['openapi'])",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml"),
+    ]);
+    let out = harness::run_ok(check).await;
+    assert!(out.contains("valid 3.1"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_service_serves_the_same_contract() {
+    let s = Service::start(|_| {}).await;
+    let yaml = s
+        .client
+        .get(format!("{}/openapi.yaml", s.url))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(yaml.status(), 200);
+    assert_eq!(yaml.text().await.expect("body"), committed());
+    let json: serde_json::Value = s
+        .client
+        .get(format!("{}/openapi.json", s.url))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(json["openapi"], "3.1.0");
+    assert!(json["paths"]["/v1/execute"]["post"].is_object());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_generated_python_client_drives_the_live_service() {
+    let s = Service::start(|c| {
+        c.agent_tokens = vec![TokenSpec {
+            name: "generated-client".into(),
+            token: Some(AGENT.into()),
+            sha256: None,
+        }];
+        c.sandbox.pool.size = 1;
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("config.yml"), "post_hooks: []\n").expect("config");
+    let generator = harness::python()
+        .parent()
+        .expect("venv bin")
+        .join("openapi-python-client");
+    let mut generate = Command::new(generator);
+    generate
+        .current_dir(dir.path())
+        .args(["generate", "--meta", "none", "--config", "config.yml"])
+        .args(["--output-path", "scriptgate_client", "--path"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml"));
+    let generated = harness::run_ok(generate).await;
+    assert!(
+        !generated.contains("will not be generated"),
+        "every endpoint must be generated:\n{generated}"
+    );
+    let mut drive = Command::new(harness::python());
+    drive
+        .arg(harness::py_script("generated_client.py"))
+        .arg(dir.path())
+        .arg(&s.url)
+        .arg(AGENT);
+    let out = harness::run_ok(drive).await;
+    assert!(out.trim_end().ends_with("OK"), "{out}");
+    s.stop().await;
+}
+
+/// schemathesis (property-based, from the contract) against the live service: no server errors,
+/// no response outside the contract, schema-valid requests accepted and invalid ones rejected.
+/// `SCRIPTGATE_FUZZ_EXAMPLES` sets the examples per operation (CI: 25; full mode: 500 with a
+/// random seed, see docs/RELIABILITY.md).
+#[tokio::test(flavor = "multi_thread")]
+#[allow(clippy::print_stdout)] // the figures are part of the reliability report
+async fn schemathesis_finds_no_server_errors_or_contract_violations() {
+    const OPERATOR: &str = "operator-token-openapi-9d2f";
+    let s = Service::start(|c| {
+        c.agent_tokens = vec![TokenSpec {
+            name: "fuzzer".into(),
+            token: Some(AGENT.into()),
+            sha256: None,
+        }];
+        c.operator_tokens = vec![TokenSpec {
+            name: "fuzz-operator".into(),
+            token: Some(OPERATOR.into()),
+            sha256: None,
+        }];
+        c.sandbox.pool.size = 1;
+    })
+    .await;
+    let examples = std::env::var("SCRIPTGATE_FUZZ_EXAMPLES").unwrap_or_else(|_| "25".into());
+    let seed = std::env::var("SCRIPTGATE_FUZZ_SEED").unwrap_or_else(|_| "20261122".into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let schemathesis = harness::python()
+        .parent()
+        .expect("venv bin")
+        .join("schemathesis");
+    // Agents' operations with the agent token, operators' with the operator token (each token
+    // is refused by the other side, which would only test the 403).
+    for (token, filter) in [
+        (AGENT, "--exclude-tag=approvals"),
+        (OPERATOR, "--include-tag=approvals"),
+    ] {
+        let mut run = Command::new(&schemathesis);
+        run.current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .arg("run")
+            .arg(format!("{}/openapi.json", s.url))
+            .args(["--header", &format!("Authorization: Bearer {token}")])
+            .arg(filter)
+            .args(["--checks", "all"])
+            // These need resources the fuzzer can create and delete; executions cannot be deleted.
+            .args([
+                "--exclude-checks",
+                "use_after_free,ensure_resource_availability,object_level_authorization",
+            ])
+            .args(["--max-examples", &examples, "--seed", &seed])
+            .args(["--generation-database", "none", "--no-color"]);
+        let out = harness::run_ok(run).await;
+        let summary = out
+            .lines()
+            .find(|l| l.contains("generated"))
+            .unwrap_or("no summary");
+        println!("schemathesis {filter}: {}", summary.trim());
+        assert!(summary.contains("passed"), "{out}");
+    }
+    assert_eq!(
+        harness::settle(&s.instance, 2, std::time::Duration::from_secs(10)).await,
+        2
+    );
+    s.stop().await;
+}
