@@ -102,6 +102,14 @@ impl Caller {
         self.roles.contains(&role)
     }
 
+    /// An agent that is trusted by construction (the stdio MCP server's local client).
+    pub fn local_agent(name: impl Into<String>) -> Caller {
+        Caller {
+            name: name.into(),
+            roles: vec![Role::Agent],
+        }
+    }
+
     /// Everyone, when authentication is off (loopback development).
     pub fn anonymous() -> Caller {
         Caller {

@@ -40,6 +40,27 @@ pub struct Config {
     pub validation: ValidationSettings,
     pub execution: ExecutionSettings,
     pub sandbox: DockerConfig,
+    pub mcp: McpSettings,
+}
+
+/// The MCP endpoint (`/mcp`) of the HTTP service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpSettings {
+    pub enabled: bool,
+    /// `Host` header values `/mcp` accepts (a DNS-rebinding guard for browsers on the same
+    /// machine). Default: any host when tokens are configured (a rebinding page has no token),
+    /// only localhost / 127.0.0.1 / ::1 when authentication is off.
+    pub allowed_hosts: Option<Vec<String>>,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        McpSettings {
+            enabled: true,
+            allowed_hosts: None,
+        }
+    }
 }
 
 impl Default for Config {
@@ -56,6 +77,7 @@ impl Default for Config {
             validation: ValidationSettings::default(),
             execution: ExecutionSettings::default(),
             sandbox: DockerConfig::default(),
+            mcp: McpSettings::default(),
         }
     }
 }

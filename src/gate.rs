@@ -39,6 +39,20 @@ pub enum ErrorKind {
     ApprovalTimeout,
 }
 
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::ValidationFailed => "validation_failed",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::ResourceLimitExceeded => "resource_limit_exceeded",
+            ErrorKind::ExecutionFailure => "execution_failure",
+            ErrorKind::InternalError => "internal_error",
+            ErrorKind::Denied => "denied",
+            ErrorKind::ApprovalTimeout => "approval_timeout",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ExecutionError {
     #[serde(rename = "type")]
@@ -136,7 +150,7 @@ impl Gate {
     pub async fn validate(&self, script: Script) -> Verdict {
         let validator = self.validator.clone();
         let language = script.language;
-        tokio::task::spawn_blocking(move || validator.validate(&script))
+        let verdict = tokio::task::spawn_blocking(move || validator.validate(&script))
             .await
             .unwrap_or_else(|e| {
                 // A panic in validation must not take the request down: fail closed.
@@ -154,7 +168,9 @@ impl Gate {
                         column: 1,
                     }],
                 }
-            })
+            });
+        crate::metrics::validated(&verdict);
+        verdict
     }
 
     /// A slot for a caller that is waiting on the line: beyond the queue bound (or after the

@@ -17,6 +17,8 @@ pub mod error;
 pub mod executions;
 pub mod gate;
 pub mod http;
+pub mod mcp;
+pub mod metrics;
 pub mod rules;
 pub mod sandbox;
 pub mod script;
@@ -54,6 +56,8 @@ pub struct App {
     pub router: axum::Router,
     pub executions: Arc<Executions>,
     pub runner: Arc<dyn Runner>,
+    /// Ends open MCP streams, so a graceful shutdown does not wait for them.
+    pub mcp_shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl App {
@@ -76,6 +80,8 @@ impl App {
                 "approval is required but no operator token is configured: nothing can be approved"
             );
         }
+        // Installed before the first execution, so no count is lost.
+        metrics::handle();
         let store = Store::open(&config.data_dir())?;
         let gate = Arc::new(Gate::new(
             validator,
@@ -88,15 +94,28 @@ impl App {
             timeout: std::time::Duration::from_secs(config.approval_timeout_secs),
         };
         let executions = Executions::start(gate, store, policy).await?;
+        let mcp_shutdown = tokio_util::sync::CancellationToken::new();
+        let mcp = config.mcp.enabled.then(|| mcp::HttpSettings {
+            allowed_hosts: config.mcp.allowed_hosts.clone().unwrap_or_else(|| {
+                if auth.enabled() {
+                    Vec::new()
+                } else {
+                    vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
+                }
+            }),
+            shutdown: mcp_shutdown.clone(),
+        });
         let router = http::router(http::AppState {
             executions: executions.clone(),
             auth: Arc::new(auth),
             tools: Arc::new(tools::Catalog::new(config)),
+            mcp,
         });
         Ok(App {
             router,
             executions,
             runner,
+            mcp_shutdown,
         })
     }
 
@@ -109,6 +128,7 @@ impl App {
 
     /// Stops background executions, then removes every container.
     pub async fn shutdown(&self) {
+        self.mcp_shutdown.cancel();
         self.executions.shutdown().await;
         self.runner.shutdown().await;
     }
@@ -123,8 +143,12 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let app = App::start(&config).await?;
     tracing::info!(addr = %listener.local_addr()?, data = %config.data_dir().display(), "scriptgate listening");
+    let streams = app.mcp_shutdown.clone();
     let served = axum::serve(listener, app.router.clone())
-        .with_graceful_shutdown(shutdown)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            streams.cancel();
+        })
         .await;
     app.shutdown().await;
     tracing::info!("scriptgate stopped");

@@ -42,6 +42,20 @@ enum Command {
         #[arg(long)]
         insecure_no_auth: bool,
     },
+    /// Serve MCP on stdin/stdout, for clients that start their server themselves. Scripts run in
+    /// this process's own sandbox; approvals need the HTTP service (use its /mcp endpoint).
+    Mcp {
+        /// TOML configuration file; `SCRIPTGATE_*` variables override it.
+        #[arg(long, env = "SCRIPTGATE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Keep executions and the audit log here (default: a temporary directory, removed at
+        /// exit).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// The agent name recorded for this client's executions.
+        #[arg(long, default_value = "mcp-stdio")]
+        agent: String,
+    },
     /// The tamper-evident audit log.
     Audit {
         #[command(subcommand)]
@@ -181,6 +195,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             insecure_no_auth,
         } => serve(listen, config, insecure_no_auth),
         Command::Audit { command, source } => audit(command, source),
+        Command::Mcp {
+            config,
+            data_dir,
+            agent,
+        } => mcp_stdio(config, data_dir, agent),
         Command::Config {
             command: ConfigCommand::Show,
             config,
@@ -307,6 +326,62 @@ fn serve(
         Ok(ExitCode::SUCCESS)
     })
 }
+
+fn mcp_stdio(
+    file: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+    agent: String,
+) -> anyhow::Result<ExitCode> {
+    use scriptgate::executions::ApprovalMode;
+    let mut config = Config::load(file.as_deref())?;
+    if config.approval != ApprovalMode::Never {
+        anyhow::bail!(
+            "approval is required by the configuration, and the stdio MCP server has no operator \
+             API: connect the client to the HTTP service's /mcp endpoint instead"
+        );
+    }
+    // One process per client session: its own container label, so sessions never reap each
+    // other's containers (orphans of dead sessions are reaped below).
+    if config.sandbox.instance == scriptgate::sandbox::docker::DockerConfig::default().instance {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        config.sandbox.instance = format!("{MCP_INSTANCE_PREFIX}{}", &id[..12]);
+    }
+    let temporary = match data_dir {
+        Some(dir) => {
+            config.data_dir = Some(dir);
+            None
+        }
+        None => {
+            let dir = tempfile::tempdir()?;
+            config.data_dir = Some(dir.path().to_path_buf());
+            Some(dir)
+        }
+    };
+    // stdout carries the protocol: logs go to stderr (as always).
+    init_tracing(config.log_format);
+    let runtime = tokio::runtime::Runtime::new()?;
+    let result = runtime.block_on(async {
+        let validator = scriptgate::validator(&config)?;
+        let sandbox =
+            scriptgate::sandbox::docker::DockerSandbox::start(config.sandbox.clone()).await?;
+        sandbox.reap_dead_owners(MCP_INSTANCE_PREFIX).await;
+        let app =
+            scriptgate::App::with_runner(&config, validator, std::sync::Arc::new(sandbox)).await?;
+        let catalog = scriptgate::tools::Catalog::new(&config);
+        let caller = scriptgate::auth::Caller::local_agent(agent);
+        let served = tokio::select! {
+            r = scriptgate::mcp::serve_stdio(app.executions.clone(), &catalog, caller) => r,
+            () = shutdown_signal() => Ok(()),
+        };
+        app.shutdown().await;
+        served.map(|()| ExitCode::SUCCESS)
+    });
+    drop(temporary);
+    result
+}
+
+/// Instance labels of stdio MCP servers start with this.
+const MCP_INSTANCE_PREFIX: &str = "mcp-";
 
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

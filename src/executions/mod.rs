@@ -92,6 +92,22 @@ pub struct Executions {
     shutdown: CancellationToken,
 }
 
+/// Every execution that reaches a terminal status passes here once: a log line that carries its
+/// id (inside the request's span, so with the request id too) and the metrics.
+fn finished(rec: &ExecutionRecord) {
+    tracing::info!(
+        execution_id = %rec.id,
+        agent = %rec.agent,
+        language = rec.language.as_str(),
+        status = rec.status.as_str(),
+        error = rec.error.as_ref().map(|e| e.kind.as_str()),
+        exit_code = rec.result.as_ref().and_then(|r| r.exit_code),
+        duration_ms = rec.duration_ms,
+        "execution finished"
+    );
+    crate::metrics::finished(rec);
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -250,6 +266,7 @@ impl Executions {
             rec.duration_ms = ms(started.elapsed());
             let events = self.intake_events(&rec, caller, &req);
             self.store.save(&rec, events).await?;
+            finished(&rec);
             return Ok(Submitted::Finished(rec));
         }
         if self.policy.requires(&verdict) {
@@ -296,6 +313,7 @@ impl Executions {
                 let mut events = self.intake_events(&rec, caller, &req);
                 events.push(self.event(&rec, SERVICE, "failed", json!({"reason": reason})));
                 self.store.save(&rec, events).await?;
+                finished(&rec);
                 return Ok(Submitted::Finished(rec));
             }
             Err(e) => return Err(e.into()),
@@ -337,6 +355,7 @@ impl Executions {
         }));
         self.store.save(&rec, vec![event]).await?;
         self.notify(rec.id, rec.status);
+        finished(&rec);
         Ok(rec)
     }
 
@@ -470,6 +489,7 @@ impl Executions {
             .await?;
         if let Transition::Applied(r) = t {
             self.notify(id, r.status);
+            finished(&r);
         }
         Ok(())
     }
@@ -518,6 +538,7 @@ impl Executions {
         match t {
             Transition::Applied(rec) => {
                 self.notify(id, rec.status);
+                finished(&rec);
                 if rec.status == Status::Queued {
                     self.spawn_worker(id);
                 }
@@ -604,6 +625,7 @@ impl Executions {
                 .await?;
             if let Transition::Applied(r) = t {
                 self.notify(r.id, r.status);
+                finished(&r);
             }
         }
         Ok(())

@@ -90,7 +90,9 @@ pub struct ExecuteOut {
     /// Validation rejected the script, so no container was started.
     pub validation_failed: bool,
     pub validation: Verdict,
-    /// Why the execution did not succeed; null on success and on a plain non-zero exit.
+    /// Why the execution did not succeed (`validation_failed`, `timeout`,
+    /// `resource_limit_exceeded`, `execution_failure` for a non-zero exit or a crash, `denied`,
+    /// `approval_timeout`, `internal_error`); null on success and while it is not finished.
     pub error: Option<ExecutionError>,
     pub resource_usage: ResourceUsage,
     pub timings_ms: crate::executions::record::StageMs,

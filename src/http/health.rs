@@ -78,3 +78,27 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<Re
     };
     (status, axum::Json(body))
 }
+
+/// Prometheus metrics (text exposition format).
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "health",
+    operation_id = "metrics",
+    responses(
+        (status = 200, description = "Prometheus text format: `scriptgate_executions_total{outcome}`, `scriptgate_validations_total{language,result}`, `scriptgate_validation_rejections_total{layer,rule}`, `scriptgate_stage_seconds{stage}` (histogram: validate, queue, run), `scriptgate_containers_in_flight`, `scriptgate_pool_ready`.",
+            body = String, content_type = "text/plain; version=0.0.4",
+            example = "# TYPE scriptgate_executions_total counter\nscriptgate_executions_total{outcome=\"success\"} 12\n"),
+    ),
+    security(())
+)]
+pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+    let stats = state.executions.gate().runner().stats();
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::metrics::render(&stats),
+    )
+}

@@ -29,7 +29,7 @@ pub use approvals::{DecisionIn, PendingList, PendingOut};
 pub use auth::Authenticated;
 pub use execute::{ExecuteIn, ExecuteOut, Links, ResourceUsage, SubmissionOut};
 pub use health::ReadyOut;
-pub use json::Json;
+pub use json::{Json, parse as parse_json};
 pub use validate::ValidateIn;
 
 #[derive(Debug, Clone)]
@@ -37,12 +37,27 @@ pub struct AppState {
     pub executions: Arc<Executions>,
     pub auth: Arc<Authenticator>,
     pub tools: Arc<crate::tools::Catalog>,
+    /// The MCP endpoint's settings; `None` when it is off.
+    pub mcp: Option<crate::mcp::HttpSettings>,
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 pub fn router(state: AppState) -> Router {
     let max_body = state.executions.gate().settings().max_body_bytes;
+    // MCP has its own body limit (4 MiB) and JSON-RPC errors; it shares authentication.
+    let mcp = match &state.mcp {
+        Some(settings) => Router::new()
+            .route_service(
+                "/mcp",
+                crate::mcp::http_service(state.executions.clone(), &state.tools, settings.clone()),
+            )
+            .layer(axum::middleware::from_fn_with_state(
+                state.auth.clone(),
+                crate::mcp::authenticate,
+            )),
+        None => Router::new(),
+    };
     Router::new()
         .route("/v1/execute", post(execute::execute))
         .route("/v1/validate", post(validate::validate))
@@ -55,6 +70,8 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.yaml", get(openapi::serve_yaml))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .merge(mcp)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

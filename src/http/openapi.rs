@@ -35,6 +35,7 @@ use crate::config::ExecutionSettings;
         tools::list,
         health::healthz,
         health::readyz,
+        health::metrics,
     ),
     // Referenced from query parameters only, which utoipa does not collect by itself.
     components(schemas(tools::ToolFormat)),

@@ -219,3 +219,37 @@ pub async fn run_ok(mut command: std::process::Command) -> String {
     );
     stdout
 }
+
+/// Every managed container on the engine, with its labels.
+pub async fn managed() -> Vec<(String, HashMap<String, String>)> {
+    let filters = HashMap::from([(
+        "label".to_string(),
+        vec!["scriptgate.managed=true".to_string()],
+    )]);
+    docker()
+        .await
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await
+        .expect("list containers")
+        .into_iter()
+        .filter_map(|c| Some((c.id?, c.labels.unwrap_or_default())))
+        .collect()
+}
+
+/// Managed containers whose instance label starts with `prefix`.
+pub async fn containers_with_prefix(prefix: &str) -> Vec<String> {
+    managed()
+        .await
+        .into_iter()
+        .filter(|(_, labels)| {
+            labels
+                .get("scriptgate.instance")
+                .is_some_and(|i| i.starts_with(prefix))
+        })
+        .map(|(id, _)| id)
+        .collect()
+}

@@ -532,3 +532,68 @@ async fn tool_definitions_come_in_both_shapes_with_the_configured_limits() {
     .await;
     assert_error(status, &bad, 400, "schema_error", "gemini");
 }
+
+#[tokio::test]
+async fn metrics_count_outcomes_rejections_and_stages() {
+    let (_runner, router) = app().await;
+    let metric = |text: &str, name: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let scrape = || async {
+        let response = router
+            .clone()
+            .oneshot(
+                Request::builder()
+                    .uri("/metrics")
+                    .body(Body::empty())
+                    .expect("request"),
+            )
+            .await
+            .expect("response");
+        assert_eq!(response.status(), StatusCode::OK);
+        let ct = response.headers()["content-type"]
+            .to_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        String::from_utf8(bytes.to_vec()).expect("UTF-8")
+    };
+    // The recorder is process-wide: compare before and after.
+    let before = scrape().await;
+    let ok = json!({"script_content": "print('hi')", "script_type": "python"});
+    let bad = json!({"script_content": "import os\nos.system('id')\n", "script_type": "python"});
+    assert_eq!(post(&router, "/v1/execute", &ok).await.0, StatusCode::OK);
+    assert_eq!(post(&router, "/v1/execute", &bad).await.0, StatusCode::OK);
+    let after = scrape().await;
+    let delta = |name: &str| metric(&after, name) - metric(&before, name);
+    assert_eq!(
+        delta("scriptgate_executions_total{outcome=\"success\"}"),
+        1.0,
+        "{after}"
+    );
+    assert_eq!(
+        delta("scriptgate_executions_total{outcome=\"validation_failed\"}"),
+        1.0
+    );
+    assert_eq!(
+        delta(
+            "scriptgate_validation_rejections_total{layer=\"dangerous\",rule=\"python-os-command\"}"
+        ),
+        1.0,
+        "{after}"
+    );
+    assert!(
+        delta("scriptgate_stage_seconds_count{stage=\"run\"}") >= 1.0,
+        "{after}"
+    );
+    assert!(after.contains("scriptgate_stage_seconds_bucket{stage=\"validate\",le=\"0.001\"}"));
+    assert!(after.contains("scriptgate_containers_in_flight "));
+    assert!(after.contains("scriptgate_pool_ready "));
+}

@@ -8,6 +8,7 @@ mod cli;
 mod corpus;
 mod harness;
 mod http_shape;
+mod mcp;
 mod openapi;
 mod pool;
 mod sandbox_contract;

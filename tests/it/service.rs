@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::harness::{self, Service};
 
@@ -171,4 +171,73 @@ async fn readiness_needs_the_runner_image() {
             .contains("images build")
     );
     service.stop().await;
+}
+
+/// `log_format = "json"`: one JSON object per line, and the line that closes an execution carries
+/// both the request id (from `X-Request-Id`, echoed back) and the execution id.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_logs_carry_request_and_execution_ids() {
+    use std::io::BufRead;
+    let data = tempfile::tempdir().expect("data dir");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_scriptgate"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("SCRIPTGATE_LOG_FORMAT", "json")
+        .env("SCRIPTGATE_DATA_DIR", data.path())
+        .env("SCRIPTGATE_SANDBOX__INSTANCE", harness::instance())
+        .env("SCRIPTGATE_SANDBOX__POOL__SIZE", "0")
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("serve");
+    let url = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client.get(format!("{url}/healthz")).send().await.is_err() {
+        assert!(Instant::now() < deadline, "service did not come up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let request_id = "req-json-logs-7f3a";
+    let response = client
+        .post(format!("{url}/v1/execute"))
+        .header("x-request-id", request_id)
+        .json(&json!({"script_content": "print(1)", "script_type": "python"}))
+        .send()
+        .await
+        .expect("execute");
+    assert_eq!(
+        response
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok()),
+        Some(request_id)
+    );
+    let body: Value = response.json().await.expect("JSON");
+    let execution_id = body["execution_id"].as_str().expect("id").to_string();
+    // SIGTERM: graceful stop, then read everything it logged.
+    let pid = i32::try_from(child.id()).expect("pid");
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let stderr = child.stderr.take().expect("stderr");
+    let lines: Vec<Value> = std::io::BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .map(|l| serde_json::from_str(&l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(child.wait().expect("exit").success());
+    let finished = lines
+        .iter()
+        .find(|l| l["message"] == "execution finished")
+        .unwrap_or_else(|| panic!("no 'execution finished' line in {lines:?}"));
+    assert_eq!(
+        finished["execution_id"],
+        execution_id.as_str(),
+        "{finished}"
+    );
+    assert_eq!(finished["span"]["request_id"], request_id, "{finished}");
+    assert_eq!(finished["status"], "completed");
+    assert!(lines.iter().any(|l| l["message"] == "scriptgate stopped"));
 }

@@ -270,6 +270,12 @@ impl DockerSandbox {
     pub fn config(&self) -> &DockerConfig {
         &self.inner.config
     }
+
+    /// Removes containers of other instances named `<prefix>…` whose creating process has died
+    /// on this machine (see `reaper::reap_dead_owners`); returns how many.
+    pub async fn reap_dead_owners(&self, prefix: &str) -> usize {
+        reaper::reap_dead_owners(&self.inner, prefix).await
+    }
 }
 
 impl Inner {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bollard::query_parameters::ListContainersOptions;
 
-use super::spec::{LABEL_INSTANCE, LABEL_MANAGED};
+use super::spec::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
 use super::{Inner, classify, short};
 use crate::sandbox::SandboxError;
 
@@ -54,6 +54,57 @@ pub(crate) async fn reap_leftovers(inner: &Arc<Inner>) {
         }
         Err(e) => tracing::warn!(error = %e, "could not list leftover containers"),
     }
+}
+
+/// Removes containers of instances named `<prefix>…` whose creating process is gone: it ran on
+/// this machine in this boot (same boot id) and its PID no longer exists. Processes that share
+/// no instance name (one `scriptgate mcp` per client session) clean up after each other this
+/// way; a live owner's containers are never touched.
+pub(crate) async fn reap_dead_owners(inner: &Arc<Inner>, prefix: &str) -> usize {
+    if inner.ensure_engine().await.is_err() {
+        return 0;
+    }
+    let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_MANAGED}=true")])]);
+    let Ok(containers) = inner
+        .docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await
+    else {
+        return 0;
+    };
+    let boot = super::spec::boot_id();
+    let orphans: Vec<String> = containers
+        .into_iter()
+        .filter(|c| {
+            let labels = c.labels.as_ref();
+            let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+            let ours = label(LABEL_INSTANCE).is_some_and(|i| i.starts_with(prefix))
+                && label(LABEL_INSTANCE) != Some(inner.config.instance.as_str());
+            let dead = label(LABEL_OWNER)
+                .and_then(|o| o.split_once('/'))
+                .is_some_and(|(b, pid)| {
+                    b == boot
+                        && pid.parse::<u32>().is_ok()
+                        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                });
+            ours && dead
+        })
+        .filter_map(|c| c.id)
+        .collect();
+    let count = orphans.len();
+    futures::future::join_all(orphans.iter().map(|id| inner.cleaner.remove(id))).await;
+    if count > 0 {
+        tracing::info!(
+            count,
+            prefix,
+            "removed containers of processes that are gone"
+        );
+    }
+    count
 }
 
 pub(crate) fn spawn_periodic(inner: &Arc<Inner>) {

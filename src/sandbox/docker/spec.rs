@@ -13,6 +13,22 @@ pub const LABEL_MANAGED: &str = "scriptgate.managed";
 pub const LABEL_INSTANCE: &str = "scriptgate.instance";
 pub const LABEL_EXECUTION: &str = "scriptgate.execution_id";
 pub const LABEL_LANGUAGE: &str = "scriptgate.language";
+/// `<boot id>/<pid>` of the process that created the container, so a process can tell whether
+/// another one's containers are orphans (see `DockerSandbox::reap_dead_owners`).
+pub const LABEL_OWNER: &str = "scriptgate.owner";
+
+/// This machine's boot id (a PID is only meaningful within one boot).
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The value of [`LABEL_OWNER`] for this process.
+pub fn owner() -> &'static str {
+    static OWNER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    OWNER.get_or_init(|| format!("{}/{}", boot_id(), std::process::id()))
+}
 
 /// The unprivileged user scripts run as (Debian's `nobody`), numeric so no passwd lookup is needed.
 pub const SANDBOX_USER: &str = "65534:65534";
@@ -32,6 +48,7 @@ pub fn container(
         (LABEL_INSTANCE.to_string(), config.instance.clone()),
         (LABEL_EXECUTION.to_string(), execution_id.to_string()),
         (LABEL_LANGUAGE.to_string(), language.as_str().to_string()),
+        (LABEL_OWNER.to_string(), owner().to_string()),
     ]);
     let ulimit = |name: &str, value: i64| ResourcesUlimits {
         name: Some(name.to_string()),

@@ -1,0 +1,300 @@
+//! The MCP server: `execute_script` and `validate_script` as MCP tools with structured results,
+//! over streamable HTTP at `/mcp` (behind the same bearer tokens as the REST API) and over stdio
+//! (`scriptgate mcp`). Tools, their input schemas and descriptions come from [`crate::tools`];
+//! output schemas come from the OpenAPI components, so every integration describes one contract.
+//!
+//! Results: a script that ran is a normal result (its exit code, timeout or OOM is in the
+//! structured content, `isError` set when it did not succeed); a script rejected by validation is
+//! a structured tool error carrying the verdict; a bad argument, an overload or an engine outage is
+//! a tool error with a message the model can act on. Protocol errors are kept for unknown tools.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, ServiceExt};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use utoipa::OpenApi as _;
+
+use crate::auth::{Authenticator, Caller, Role};
+use crate::error::ApiError;
+use crate::executions::{Executions, Submitted};
+use crate::http::openapi::ApiDoc;
+use crate::http::{ExecuteIn, ExecuteOut, ValidateIn};
+use crate::script::Script;
+use crate::tools::{self, Catalog};
+
+/// One MCP server (one per session or request; cheap to build).
+#[derive(Debug, Clone)]
+pub struct McpServer {
+    executions: Arc<Executions>,
+    tools: Arc<Vec<Tool>>,
+    /// The caller when the transport has no per-request identity (stdio).
+    fixed_caller: Option<Caller>,
+}
+
+impl McpServer {
+    fn new(executions: Arc<Executions>, tools: Arc<Vec<Tool>>, fixed: Option<Caller>) -> Self {
+        McpServer {
+            executions,
+            tools,
+            fixed_caller: fixed,
+        }
+    }
+
+    fn caller(&self, cx: &RequestContext<RoleServer>) -> Option<Caller> {
+        if let Some(c) = &self.fixed_caller {
+            return Some(c.clone());
+        }
+        cx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Caller>())
+            .cloned()
+    }
+
+    async fn execute(&self, caller: &Caller, args: JsonObject) -> CallToolResult {
+        let input: ExecuteIn = match arguments(args) {
+            Ok(i) => i,
+            Err(e) => return e,
+        };
+        let request = match input.check(self.executions.gate().settings()) {
+            Ok(r) => r,
+            Err(e) => return api_error(&e),
+        };
+        match self.executions.submit(caller, request, true).await {
+            Ok(Submitted::Finished(rec) | Submitted::Accepted(rec)) => {
+                let out = ExecuteOut::from(&rec);
+                let failed = out.validation_failed || out.error.is_some();
+                let value = serde_json::to_value(&out).unwrap_or(Value::Null);
+                if failed {
+                    CallToolResult::structured_error(value)
+                } else {
+                    CallToolResult::structured(value)
+                }
+            }
+            Err(e) => api_error(&ApiError::from(e)),
+        }
+    }
+
+    async fn validate(&self, args: JsonObject) -> CallToolResult {
+        let input: ValidateIn = match arguments(args) {
+            Ok(i) => i,
+            Err(e) => return e,
+        };
+        let script = Script::new(input.script_type, input.script_content);
+        let verdict = self.executions.gate().validate(script).await;
+        CallToolResult::structured(serde_json::to_value(&verdict).unwrap_or(Value::Null))
+    }
+}
+
+/// Tool arguments, read as strictly as the REST API reads its bodies.
+fn arguments<T: serde::de::DeserializeOwned>(args: JsonObject) -> Result<T, CallToolResult> {
+    let bytes = serde_json::to_vec(&Value::Object(args)).unwrap_or_default();
+    crate::http::parse_json(&bytes).map_err(|e| api_error(&e))
+}
+
+fn api_error(e: &ApiError) -> CallToolResult {
+    let body = serde_json::to_value(e.body()).unwrap_or(Value::Null);
+    let mut result =
+        CallToolResult::error(vec![ContentBlock::text(format!("{}: {}", e.kind(), e))]);
+    result.structured_content = Some(body);
+    result
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("scriptgate", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Run Python and Bash scripts in a one-use, network-less sandbox \
+                 (execute_script), or only check them (validate_script). Scripts are validated \
+                 first: no hard-coded secrets, no dangerous constructs; a rejected script does \
+                 not run and the result lists why.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(caller) = self.caller(&context) else {
+            return Err(ErrorData::internal_error("no authenticated caller", None));
+        };
+        let args = request.arguments.unwrap_or_default();
+        let result = match request.name.as_ref() {
+            tools::EXECUTE => self.execute(&caller, args).await,
+            tools::VALIDATE => self.validate(args).await,
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("tool not found: {other}"),
+                    None,
+                ));
+            }
+        };
+        Ok(result.into())
+    }
+}
+
+/// The MCP tool list: the catalog's tools with output schemas and annotations.
+pub fn mcp_tools(catalog: &Catalog) -> Vec<Tool> {
+    catalog
+        .tools
+        .iter()
+        .map(|t| {
+            let input = t.input_schema.as_object().cloned().unwrap_or_default();
+            let mut tool = Tool::new(t.name, t.description.clone(), input);
+            tool.title = Some(t.title.to_string());
+            let output = if t.name == tools::EXECUTE {
+                "ExecuteOut"
+            } else {
+                "Verdict"
+            };
+            tool.output_schema = Some(Arc::new(output_schema(output)));
+            tool.annotations = Some(
+                ToolAnnotations::with_title(t.title)
+                    .read_only(t.meta.read_only)
+                    .destructive(false)
+                    .idempotent(t.meta.read_only),
+            );
+            let meta = serde_json::to_value(&t.meta).unwrap_or(Value::Null);
+            if let Value::Object(m) = json!({"scriptgate": meta}) {
+                tool.meta = Some(m.into());
+            }
+            tool
+        })
+        .collect()
+}
+
+/// A self-contained JSON Schema (2020-12) for the OpenAPI component `name`: the component itself,
+/// with every component it may reference under `$defs`.
+pub fn output_schema(name: &str) -> JsonObject {
+    let components = serde_json::to_value(ApiDoc::openapi().components).unwrap_or(Value::Null);
+    let defs = components.get("schemas").cloned().unwrap_or(json!({}));
+    let text = serde_json::to_string(&defs)
+        .unwrap_or_default()
+        .replace("#/components/schemas/", "#/$defs/");
+    let defs: Value = serde_json::from_str(&text).unwrap_or(json!({}));
+    let mut root = defs.get(name).cloned().unwrap_or(json!({"type": "object"}));
+    if let Value::Object(root) = &mut root {
+        root.insert(
+            "$schema".into(),
+            json!("https://json-schema.org/draft/2020-12/schema"),
+        );
+        root.insert("$defs".into(), defs);
+    }
+    match root {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+/// Settings of the HTTP transport.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// `Host` header values accepted (DNS-rebinding guard); empty accepts any.
+    pub allowed_hosts: Vec<String>,
+    pub shutdown: CancellationToken,
+}
+
+/// The streamable-HTTP MCP endpoint, to mount at `/mcp` behind [`authenticate`].
+pub fn http_service(
+    executions: Arc<Executions>,
+    catalog: &Catalog,
+    settings: HttpSettings,
+) -> StreamableHttpService<McpServer, LocalSessionManager> {
+    let tools = Arc::new(mcp_tools(catalog));
+    let mut config =
+        StreamableHttpServerConfig::default().with_cancellation_token(settings.shutdown);
+    config = if settings.allowed_hosts.is_empty() {
+        config.disable_allowed_hosts()
+    } else {
+        config.with_allowed_hosts(settings.allowed_hosts)
+    };
+    StreamableHttpService::new(
+        move || Ok(McpServer::new(executions.clone(), tools.clone(), None)),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+/// Middleware for `/mcp`: the same bearer tokens as the REST API; only agents call tools.
+pub async fn authenticate(
+    State(auth): State<Arc<Authenticator>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let header = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let caller = match auth.authenticate(header) {
+        Ok(c) => c,
+        Err(e) => return ApiError::Unauthorized(e.to_string()).into_response(),
+    };
+    if !caller.is(Role::Agent) {
+        return ApiError::Forbidden("the MCP endpoint needs an agent token".into()).into_response();
+    }
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+/// Serves MCP on stdin/stdout until the client disconnects; every call runs as `caller`.
+pub async fn serve_stdio(
+    executions: Arc<Executions>,
+    catalog: &Catalog,
+    caller: Caller,
+) -> anyhow::Result<()> {
+    let server = McpServer::new(executions, Arc::new(mcp_tools(catalog)), Some(caller));
+    let running = match server.serve(rmcp::transport::stdio()).await {
+        Ok(running) => running,
+        // The client went away before the handshake: nothing to serve, not a failure.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    running.waiting().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_schemas_are_self_contained_objects() {
+        let schema = output_schema("ExecuteOut");
+        assert_eq!(schema["type"], "object");
+        let text = serde_json::to_string(&schema).expect("json");
+        assert!(!text.contains("#/components/"), "{text}");
+        assert!(schema["$defs"]["Verdict"].is_object());
+        assert!(
+            schema["properties"]["status"]["$ref"]
+                .as_str()
+                .is_some_and(|r| r == "#/$defs/Status")
+        );
+    }
+}
