@@ -5,6 +5,7 @@
 
 mod approvals;
 mod cli;
+mod containment;
 mod corpus;
 mod harness;
 mod http_shape;
