@@ -8,9 +8,12 @@
 //!
 //! It marks itself non-dumpable, so the script (same uid) cannot read its memory or file
 //! descriptors through /proc, and as PID 1 it ignores every signal sent from inside the container.
+//! Before the interpreter starts it installs a seccomp filter of its own (see `filter`), stacked
+//! on the engine's profile, which the script inherits.
 //! The host still owns the deadline: it kills the whole container at timeout.
 
 mod child;
+mod filter;
 mod relay;
 mod sys;
 mod usage;
@@ -34,6 +37,7 @@ fn main() {
 
 fn run(language: &str) -> Result<(), String> {
     sys::make_undumpable()?;
+    filter::install()?;
     let sigchld = sys::SignalFd::for_sigchld()?;
     let mut launch = child::Launch::new(language)?;
     let ready = Ready {

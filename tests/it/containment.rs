@@ -1038,7 +1038,11 @@ print("DONE")
             // The supervisor and this script (its PID namespace holds nothing else).
             let n = seen_u64(r, "pids")?;
             ensure(n <= 3, || format!("{n} processes visible"))?;
-            ensure(seen(r, "uids")? == "65534", || "a process of another uid is visible".into())?;
+            // One uid: this container's own (every container has its own, see spec::sandbox_uid).
+            let uids = seen(r, "uids")?;
+            ensure(!uids.contains(',') && is_sandbox_uid(uids), || {
+                format!("processes of other uids are visible: {uids}")
+            })?;
             ensure(seen(r, "host-init-visible")? == "False", || {
                 "a host daemon is visible".into()
             })
@@ -1063,10 +1067,12 @@ print("DONE")
                 "HOME",
                 "HOSTNAME",
                 "LANG",
+                "LOGNAME",
                 "PATH",
                 "PYTHONDONTWRITEBYTECODE",
                 "PYTHONUNBUFFERED",
                 "TMPDIR",
+                "USER",
             ]
             .into();
             let env: BTreeSet<&str> = seen(r, "env")?.split(',').collect();
@@ -1167,8 +1173,12 @@ print("DONE")
             }
             ensure(seen(r, "NoNewPrivs")? == "1", || "no_new_privs is off".into())?;
             ensure(seen(r, "Seccomp")? == "2", || "no seccomp filter".into())?;
-            ensure(seen(r, "uid")? == "65534/65534", || "not running as nobody".into())?;
-            ensure(seen(r, "su-euid")? == "65534", || {
+            let uid = seen(r, "uid")?;
+            let (u, g) = uid.split_once('/').unwrap_or((uid, ""));
+            ensure(is_sandbox_uid(u) && u == g, || {
+                format!("not running as a sandbox uid: {uid}")
+            })?;
+            ensure(seen(r, "su-euid")? == u, || {
                 "a setuid binary raised its effective uid".into()
             })
         }),
@@ -1993,10 +2003,9 @@ async fn hostile_scripts_are_contained() {
 
 /// io_uring submits file and socket operations that seccomp never sees, and has been the source of
 /// many kernel privilege escalations; current engines (moby 25+, containerd 2) leave it out of their
-/// default seccomp profile. Docker 20.10's default profile still allows it, and the service sets no
-/// profile of its own, so this fails on such engines (see the containment report).
+/// default seccomp profile, but Docker 20.10's still allows it. The supervisor's own seccomp filter
+/// (stacked on the engine's) refuses it whatever the engine does.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "fails on Docker < 25: its default seccomp profile allows io_uring and the service sets none"]
 async fn io_uring_is_out_of_reach() {
     let _serial = SERIAL.lock().await;
     let failures = run_table("io_uring", |_| {}, |_| {
@@ -2094,14 +2103,11 @@ async fn a_gigabyte_on_each_stream_is_cut_at_the_cap_without_growing_the_service
     assert_contained(&failures);
 }
 
-/// Every sandbox runs as the same host uid (65534) in the host's user namespace, so the kernel's
-/// per-user limits are one pool for all of them: one script holding every inotify instance
-/// (`fs.inotify.max_user_instances`) or a large share of pipe buffers (`fs.pipe-user-pages-soft`)
-/// takes them from every other sandbox running at the same time. Ignored because it fails on the
-/// current contract (see the containment report), and because while it runs it briefly starves
-/// every other process of that uid on the host.
+/// Sandboxes run in the host's user namespace, where the kernel keeps some limits per uid: if they
+/// shared one uid, one script holding every inotify instance (`fs.inotify.max_user_instances`)
+/// or a large share of pipe buffers (`fs.pipe-user-pages-soft`) would take them from every other
+/// sandbox running at the same time. Each container has its own uid, so neither happens.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "fails: all sandboxes share host uid 65534, so per-user kernel limits are shared between them"]
 async fn one_sandbox_cannot_starve_another_of_per_user_kernel_resources() {
     let _serial = SERIAL.lock().await;
     let service = Service::start(hostile).await;
@@ -2219,4 +2225,11 @@ print("DONE")
     )
     .await;
     assert_contained(&failures);
+}
+
+/// A uid of the sandbox range (see `spec::sandbox_uid`).
+fn is_sandbox_uid(uid: &str) -> bool {
+    use scriptgate::sandbox::docker::spec::{UID_BASE, UID_SPAN};
+    uid.parse::<u32>()
+        .is_ok_and(|u| (UID_BASE..UID_BASE + UID_SPAN).contains(&u))
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use scriptgate::sandbox::docker::spec;
 use scriptgate::sandbox::{RunRequest, Runner, RunnerExt};
 use scriptgate::script::Language;
 
@@ -55,7 +56,14 @@ async fn the_engine_sees_the_hardened_configuration() {
     assert_eq!(host.network_mode.as_deref(), Some("none"));
     assert_eq!(config.network_disabled, Some(true));
     assert_eq!(host.readonly_rootfs, Some(true));
-    assert_eq!(config.user.as_deref(), Some("65534:65534"));
+    let user = config.user.unwrap_or_default();
+    let (uid, gid) = user.split_once(':').expect("uid:gid");
+    let uid: u32 = uid.parse().expect("numeric uid");
+    assert_eq!(uid.to_string(), gid, "gid = uid");
+    assert!(
+        (spec::UID_BASE..spec::UID_BASE + spec::UID_SPAN).contains(&uid),
+        "{uid} is in the sandbox range"
+    );
     assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
     assert!(
         host.security_opt
@@ -143,8 +151,9 @@ print(json.dumps(out))
     assert_eq!(outcome.exit_code, Some(0), "{}", outcome.stderr.text());
     let v: serde_json::Value =
         serde_json::from_str(outcome.stdout.text().trim()).expect("json report");
-    assert_eq!(v["uid"], 65534);
-    assert_eq!(v["gid"], 65534);
+    let uid = v["uid"].as_u64().expect("uid");
+    assert!(uid >= u64::from(spec::UID_BASE), "{uid}: a sandbox uid");
+    assert_eq!(v["gid"], v["uid"]);
     assert_eq!(v["capeff"], "0000000000000000", "no capabilities");
     assert_eq!(v["nonewprivs"], "1");
     assert_ne!(v["connect"], "ok", "network is unreachable");
@@ -177,5 +186,27 @@ print(json.dumps(out))
         tmp.contains("noexec") && tmp.contains("nosuid") && tmp.contains("nodev"),
         "{tmp}"
     );
+    sandbox.shutdown().await;
+}
+
+/// Each container has its own uid (per-user kernel limits are not shared between sandboxes), and
+/// a script that asks for its user name still gets one.
+#[tokio::test]
+async fn every_container_has_its_own_uid() {
+    let sandbox = harness::sandbox(|_| {}).await;
+    let script = "import os, getpass\nprint(os.getuid(), getpass.getuser())\n";
+    let mut uids = std::collections::HashSet::new();
+    for _ in 0..3 {
+        let outcome = sandbox
+            .run(request(Language::Python, script, 20))
+            .await
+            .expect("run");
+        assert_eq!(outcome.exit_code, Some(0), "{}", outcome.stderr.text());
+        let out = outcome.stdout.text();
+        let (uid, name) = out.trim().split_once(' ').expect("uid and name");
+        assert_eq!(name, "sandbox");
+        uids.insert(uid.to_string());
+    }
+    assert_eq!(uids.len(), 3, "{uids:?}");
     sandbox.shutdown().await;
 }

@@ -30,8 +30,19 @@ pub fn owner() -> &'static str {
     OWNER.get_or_init(|| format!("{}/{}", boot_id(), std::process::id()))
 }
 
-/// The unprivileged user scripts run as (Debian's `nobody`), numeric so no passwd lookup is needed.
-pub const SANDBOX_USER: &str = "65534:65534";
+/// Sandbox uids (and gids) are drawn from `[UID_BASE, UID_BASE + UID_SPAN)`: far above any real
+/// account or subordinate-id range, and one per container, because the kernel keeps some limits
+/// per user (inotify instances, pipe buffer memory, message queues): with one shared uid, a
+/// script could exhaust them for every other sandbox (and for the host's `nobody`).
+pub const UID_BASE: u32 = 2_000_000_000;
+pub const UID_SPAN: u32 = 1 << 24;
+
+/// The uid of the container for `execution_id` (its random bits pick it; a collision only means
+/// two sandboxes share per-user kernel limits, as every sandbox used to).
+pub fn sandbox_uid(execution_id: Uuid) -> u32 {
+    let bytes = execution_id.as_bytes();
+    UID_BASE + u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]) % UID_SPAN
+}
 
 const MIB: i64 = 1024 * 1024;
 
@@ -67,8 +78,11 @@ pub fn container(
             "PYTHONDONTWRITEBYTECODE=1".into(),
             "PYTHONUNBUFFERED=1".into(),
             "TMPDIR=/tmp".into(),
+            // The uid has no passwd entry: getpass.getuser() and friends read these instead.
+            "USER=sandbox".into(),
+            "LOGNAME=sandbox".into(),
         ]),
-        user: Some(SANDBOX_USER.into()),
+        user: Some(format!("{uid}:{uid}", uid = sandbox_uid(execution_id))),
         working_dir: Some("/tmp".into()),
         hostname: Some("sandbox".into()),
         labels: Some(labels),
