@@ -120,3 +120,71 @@ fn a_disabled_rule_pattern_that_names_no_rule_stops_start_up() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("`pyhton-*` matches no rule"), "{stderr}");
 }
+
+/// `scriptgate.example.toml` documents every key: it loads, it equals the defaults, and every key
+/// of the effective configuration (including the optional ones) appears in it with a comment.
+#[test]
+fn the_example_config_names_every_key_and_loads_as_the_defaults() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scriptgate.example.toml");
+    let example = std::fs::read_to_string(path).expect("example config");
+    let loaded = scriptgate::config::Config::load(Some(std::path::Path::new(path))).expect("loads");
+    let defaults = scriptgate::config::Config {
+        data_dir: loaded.data_dir.clone(), // derived from the file's location
+        ..scriptgate::config::Config::default()
+    };
+    assert_eq!(loaded, defaults, "the example's values are the defaults");
+
+    // Every key `config show` prints, plus the optional ones it omits when unset.
+    let shown = toml::to_string(&defaults).expect("toml");
+    let mut section = String::new();
+    let mut keys: Vec<String> = [
+        "data_dir",
+        "validation.rules_dir",
+        "sandbox.host",
+        "sandbox.runtime",
+        "mcp.allowed_hosts",
+    ]
+    .iter()
+    .map(|k| k.to_string())
+    .collect();
+    for line in shown.lines() {
+        if let Some(s) = line.strip_prefix('[') {
+            section = s.trim_end_matches(']').to_string();
+        } else if let Some((key, _)) = line.split_once(" = ") {
+            keys.push(if section.is_empty() {
+                key.to_string()
+            } else {
+                format!("{section}.{key}")
+            });
+        }
+    }
+    let mut section = String::new();
+    let mut documented = std::collections::HashSet::new();
+    // A key is documented when a comment opens its block (keys grouped under one comment share it).
+    let mut commented_block = false;
+    for line in example.lines() {
+        let bare = line.trim_start_matches("# ");
+        if line.starts_with('[') {
+            section = line.trim_matches(['[', ']']).to_string();
+        } else if let Some((key, _)) = bare.split_once(" = ")
+            && !key.contains(' ')
+            && (commented_block || line.starts_with("# "))
+        {
+            documented.insert(if section.is_empty() {
+                key.to_string()
+            } else {
+                format!("{section}.{key}")
+            });
+        }
+        if line.starts_with('#') {
+            commented_block = true;
+        } else if line.trim().is_empty() || line.starts_with('[') {
+            commented_block = false;
+        }
+    }
+    let missing: Vec<&String> = keys.iter().filter(|k| !documented.contains(*k)).collect();
+    assert!(
+        missing.is_empty(),
+        "keys not documented in scriptgate.example.toml: {missing:?}"
+    );
+}
