@@ -93,6 +93,9 @@ impl McpServer {
             Ok(i) => i,
             Err(e) => return e,
         };
+        if let Err(e) = crate::http::check_script_text(&input.script_content) {
+            return api_error(&e);
+        }
         let script = Script::new(input.script_type, input.script_content);
         let verdict = self.executions.gate().validate(script).await;
         CallToolResult::structured(serde_json::to_value(&verdict).unwrap_or(Value::Null))

@@ -144,7 +144,7 @@ impl Executions {
                 rec.id,
                 &[Status::Running],
                 "interrupted",
-                "the service stopped while the script ran",
+                "interrupted: the service stopped while the script ran",
             )
             .await?;
         }

@@ -23,7 +23,9 @@ use crate::validate::verdict::Verdict;
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"script_content": "print('hello')", "script_type": "python", "timeout": 30}))]
 pub struct ExecuteIn {
-    /// The script source: at most `validation.max_chars` characters (default 10000), no NUL.
+    /// The script source: not empty, no NUL characters. Longer than `validation.max_chars`
+    /// characters (default 10000) is a validation failure of the size layer.
+    #[schema(min_length = 1, pattern = "^[^\\x00]*$")]
     pub script_content: String,
     pub script_type: Language,
     /// Deadline in seconds, 1 to `execution.max_timeout_secs` (the maximum below); the script is
@@ -39,6 +41,7 @@ pub struct ExecuteIn {
 impl ExecuteIn {
     /// The checked request (raw wire values become domain types only here).
     pub fn check(self, settings: &ExecutionSettings) -> Result<ExecuteRequest, ApiError> {
+        check_script_text(&self.script_content)?;
         let timeout = self.timeout.unwrap_or(settings.default_timeout_secs);
         if !(1..=settings.max_timeout_secs).contains(&timeout) {
             return Err(ApiError::Schema(format!(
@@ -60,6 +63,20 @@ impl ExecuteIn {
             stdin,
         })
     }
+}
+
+/// An empty script or one with NUL characters is not a script: a schema error, before any
+/// validation layer (the size layer still rejects both for callers that skip this check).
+pub fn check_script_text(text: &str) -> Result<(), ApiError> {
+    if text.is_empty() {
+        return Err(ApiError::Schema("script_content: must not be empty".into()));
+    }
+    if let Some(at) = text.find('\0') {
+        return Err(ApiError::Schema(format!(
+            "script_content: must not contain NUL characters (found one at byte {at})"
+        )));
+    }
+    Ok(())
 }
 
 /// What the container used, as the engine's cgroup accounting reports it.

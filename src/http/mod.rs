@@ -27,7 +27,7 @@ use crate::error::ApiError;
 use crate::executions::Executions;
 pub use approvals::{DecisionIn, PendingList, PendingOut};
 pub use auth::Authenticated;
-pub use execute::{ExecuteIn, ExecuteOut, Links, ResourceUsage, SubmissionOut};
+pub use execute::{ExecuteIn, ExecuteOut, Links, ResourceUsage, SubmissionOut, check_script_text};
 pub use health::ReadyOut;
 pub use json::{Json, parse as parse_json};
 pub use validate::ValidateIn;

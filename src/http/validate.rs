@@ -15,7 +15,8 @@ use crate::validate::verdict::Verdict;
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"script_content": "import os\nos.system('id')\n", "script_type": "python"}))]
 pub struct ValidateIn {
-    /// The script source.
+    /// The script source: not empty, no NUL characters.
+    #[schema(min_length = 1, pattern = "^[^\\x00]*$")]
     pub script_content: String,
     pub script_type: Language,
 }
@@ -41,6 +42,7 @@ pub async fn validate(
     Json(body): Json<ValidateIn>,
 ) -> Result<axum::Json<Verdict>, ApiError> {
     caller.require(Role::Agent)?;
+    super::execute::check_script_text(&body.script_content)?;
     let script = Script::new(body.script_type, body.script_content);
     Ok(axum::Json(state.executions.gate().validate(script).await))
 }

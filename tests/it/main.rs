@@ -12,6 +12,7 @@ mod http_shape;
 mod mcp;
 mod openapi;
 mod pool;
+mod reliability;
 mod sandbox_contract;
 mod sandbox_limits;
 mod service;
