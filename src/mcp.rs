@@ -10,10 +10,6 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -28,7 +24,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use utoipa::OpenApi as _;
 
-use crate::auth::{Authenticator, Caller, Role};
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::executions::{Executions, Submitted};
 use crate::http::openapi::ApiDoc;
@@ -59,7 +55,7 @@ impl McpServer {
             return Some(c.clone());
         }
         cx.extensions
-            .get::<axum::http::request::Parts>()
+            .get::<http::request::Parts>()
             .and_then(|p| p.extensions.get::<Caller>())
             .cloned()
     }
@@ -224,7 +220,8 @@ pub struct HttpSettings {
     pub shutdown: CancellationToken,
 }
 
-/// The streamable-HTTP MCP endpoint, to mount at `/mcp` behind [`authenticate`].
+/// The streamable-HTTP MCP endpoint, mounted at `/mcp` by the HTTP layer behind its bearer
+/// authentication (which puts the [`Caller`] in the request's extensions).
 pub fn http_service(
     executions: Arc<Executions>,
     catalog: &Catalog,
@@ -243,27 +240,6 @@ pub fn http_service(
         Arc::new(LocalSessionManager::default()),
         config,
     )
-}
-
-/// Middleware for `/mcp`: the same bearer tokens as the REST API; only agents call tools.
-pub async fn authenticate(
-    State(auth): State<Arc<Authenticator>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let header = request
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let caller = match auth.authenticate(header) {
-        Ok(c) => c,
-        Err(e) => return ApiError::Unauthorized(e.to_string()).into_response(),
-    };
-    if !caller.is(Role::Agent) {
-        return ApiError::Forbidden("the MCP endpoint needs an agent token".into()).into_response();
-    }
-    request.extensions_mut().insert(caller);
-    next.run(request).await
 }
 
 /// Serves MCP on stdin/stdout until the client disconnects; every call runs as `caller`.

@@ -8,6 +8,7 @@ mod execute;
 mod executions;
 mod health;
 mod json;
+mod mcp;
 pub mod openapi;
 mod params;
 pub mod tools;
@@ -46,18 +47,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub fn router(state: AppState) -> Router {
     let max_body = state.executions.gate().settings().max_body_bytes;
     // MCP has its own body limit (4 MiB) and JSON-RPC errors; it shares authentication.
-    let mcp = match &state.mcp {
-        Some(settings) => Router::new()
-            .route_service(
-                "/mcp",
-                crate::mcp::http_service(state.executions.clone(), &state.tools, settings.clone()),
-            )
-            .layer(axum::middleware::from_fn_with_state(
-                state.auth.clone(),
-                crate::mcp::authenticate,
-            )),
-        None => Router::new(),
-    };
+    let mcp = mcp::routes(&state);
     Router::new()
         .route("/v1/execute", post(execute::execute))
         .route("/v1/validate", post(validate::validate))

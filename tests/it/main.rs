@@ -7,6 +7,7 @@ mod approvals;
 mod cli;
 mod containment;
 mod corpus;
+mod engine_faults;
 mod harness;
 mod http_shape;
 mod mcp;

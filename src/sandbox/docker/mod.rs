@@ -121,6 +121,9 @@ pub(crate) fn classify(e: bollard::errors::Error) -> SandboxError {
 pub(crate) struct Cleaner {
     docker: Docker,
     live: Mutex<HashSet<String>>,
+    /// Containers whose removal failed (the engine was away): retried every few seconds until the
+    /// engine answers, so nothing lingers after it comes back.
+    failed: Mutex<HashSet<String>>,
     tasks: TaskTracker,
 }
 
@@ -140,34 +143,68 @@ impl Cleaner {
         self.live.lock().expect("live set lock").len()
     }
 
-    /// Kills and removes a container (volumes included), retrying while the engine is flaky.
+    /// Kills and removes a container (volumes included), retrying while the engine is flaky; if it
+    /// still fails, the container goes to the failed set, which [`Cleaner::retry_failed`] empties.
     pub async fn remove(&self, id: &str) {
+        let mut removed = false;
+        for attempt in 0..5u32 {
+            if self.try_remove(id).await {
+                removed = true;
+                break;
+            }
+            tracing::warn!(container = %short(id), attempt, "container removal failed");
+            tokio::time::sleep(Duration::from_millis(200 * 2u64.pow(attempt))).await;
+        }
+        if !removed {
+            self.failed
+                .lock()
+                .expect("failed set lock")
+                .insert(id.to_string());
+        }
+        self.live.lock().expect("live set lock").remove(id);
+    }
+
+    /// One removal attempt; true when the container is gone (or being removed by someone else).
+    async fn try_remove(&self, id: &str) -> bool {
         let options = RemoveContainerOptions {
             force: true,
             v: true,
             link: false,
         };
-        for attempt in 0..5u32 {
-            match self
-                .docker
-                .remove_container(id, Some(options.clone()))
-                .await
-            {
-                Ok(()) => break,
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404, ..
-                }) => break,
-                // "removal already in progress": the other removal will finish it.
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 409, ..
-                }) => break,
-                Err(e) => {
-                    tracing::warn!(container = %short(id), attempt, error = %e, "container removal failed");
-                    tokio::time::sleep(Duration::from_millis(200 * 2u64.pow(attempt))).await;
-                }
+        match self.docker.remove_container(id, Some(options)).await {
+            Ok(()) => true,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => true,
+            // "removal already in progress": the other removal will finish it.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// Retries the removals that failed; returns how many containers are still waiting.
+    pub async fn retry_failed(&self) -> usize {
+        let ids: Vec<String> = self
+            .failed
+            .lock()
+            .expect("failed set lock")
+            .iter()
+            .cloned()
+            .collect();
+        for id in ids {
+            if self.try_remove(&id).await {
+                self.failed.lock().expect("failed set lock").remove(&id);
+                tracing::info!(container = %short(&id), "removed a container once the engine was back");
             }
         }
-        self.live.lock().expect("live set lock").remove(id);
+        self.failed.lock().expect("failed set lock").len()
+    }
+
+    /// Containers whose removal is still owed.
+    pub fn failed_count(&self) -> usize {
+        self.failed.lock().expect("failed set lock").len()
     }
 
     /// Removes in the background; shutdown waits for it.
@@ -251,6 +288,7 @@ impl DockerSandbox {
         let cleaner = Arc::new(Cleaner {
             docker: docker.clone(),
             live: Mutex::new(HashSet::new()),
+            failed: Mutex::new(HashSet::new()),
             tasks: TaskTracker::new(),
         });
         let inner = Arc::new(Inner {
@@ -466,6 +504,15 @@ impl Runner for DockerSandbox {
                 tracing::warn!(
                     remaining = self.inner.cleaner.live_count(),
                     "container removal did not finish in time"
+                );
+            }
+            // Last chance for removals that failed while the engine was away (start-up reaping
+            // of this instance catches whatever is still left).
+            let owed = self.inner.cleaner.retry_failed().await;
+            if owed > 0 {
+                tracing::warn!(
+                    owed,
+                    "containers could not be removed: the engine is unavailable"
                 );
             }
         })

@@ -109,6 +109,26 @@ pub(crate) async fn reap_dead_owners(inner: &Arc<Inner>, prefix: &str) -> usize 
 
 pub(crate) fn spawn_periodic(inner: &Arc<Inner>) {
     tokio::spawn(periodic(Arc::downgrade(inner)));
+    tokio::spawn(retry_failed(Arc::downgrade(inner)));
+}
+
+/// How often removals that failed (engine away) are retried.
+const RETRY: Duration = Duration::from_secs(2);
+
+async fn retry_failed(weak: Weak<Inner>) {
+    loop {
+        let Some(cancelled) = weak.upgrade().map(|i| i.shutdown.clone()) else {
+            return;
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(RETRY) => {}
+            _ = cancelled.cancelled() => return,
+        }
+        let Some(inner) = weak.upgrade() else { return };
+        if inner.cleaner.failed_count() > 0 && inner.ensure_engine().await.is_ok() {
+            inner.cleaner.retry_failed().await;
+        }
+    }
 }
 
 async fn periodic(weak: Weak<Inner>) {
