@@ -98,6 +98,20 @@ enum Command {
         #[command(subcommand)]
         command: ImagesCommand,
     },
+    /// Exit 0 when the service's `/readyz` answers 200, else 1 (a container healthcheck: the
+    /// images have no curl). Prints the answer's body.
+    Healthcheck {
+        /// What to check (`http://host:port/path`); default: `/readyz` at the configured `listen`
+        /// address, through loopback when it is a wildcard address.
+        #[arg(long)]
+        url: Option<String>,
+        /// TOML configuration file; `SCRIPTGATE_*` variables override it.
+        #[arg(long, env = "SCRIPTGATE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 5)]
+        timeout: u64,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -230,6 +244,74 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     engine,
                 },
         } => build_images(supervisor, force, mirror, engine),
+        Command::Healthcheck {
+            url,
+            config,
+            timeout,
+        } => Ok(healthcheck(url, config, timeout)),
+    }
+}
+
+/// One `GET` over plain HTTP/1.0 (no client library for one request). Every failure is exit 1:
+/// Docker reserves 2 in healthchecks.
+fn healthcheck(url: Option<String>, config: Option<PathBuf>, timeout: u64) -> ExitCode {
+    use std::io::Read as _;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpStream, ToSocketAddrs as _};
+
+    let check = || -> anyhow::Result<(String, String)> {
+        let (authority, path) = match url {
+            Some(url) => {
+                let rest = url
+                    .strip_prefix("http://")
+                    .context("--url: only http:// URLs")?;
+                match rest.split_once('/') {
+                    Some((authority, path)) => (authority.to_string(), format!("/{path}")),
+                    None => (rest.to_string(), "/".to_string()),
+                }
+            }
+            None => {
+                let mut addr = Config::load(config.as_deref())?.listen;
+                if addr.ip().is_unspecified() {
+                    addr.set_ip(match addr.ip() {
+                        IpAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+                        IpAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+                    });
+                }
+                (addr.to_string(), "/readyz".to_string())
+            }
+        };
+        let limit = std::time::Duration::from_secs(timeout.max(1));
+        let addr = authority
+            .to_socket_addrs()
+            .with_context(|| format!("address {authority}"))?
+            .next()
+            .with_context(|| format!("address {authority}: nothing resolved"))?;
+        let mut stream = TcpStream::connect_timeout(&addr, limit)
+            .with_context(|| format!("connect to {authority}"))?;
+        stream.set_read_timeout(Some(limit))?;
+        stream.set_write_timeout(Some(limit))?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n")?;
+        let mut response = Vec::new();
+        stream.take(1 << 20).read_to_end(&mut response)?;
+        let response = String::from_utf8_lossy(&response);
+        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        let status = head.lines().next().unwrap_or_default().to_string();
+        Ok((status, body.to_string()))
+    };
+    match check() {
+        Ok((status, body)) => {
+            println!("{}", body.trim_end());
+            if status.split_whitespace().nth(1) == Some("200") {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("scriptgate: not ready: {status}");
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("scriptgate: not ready: {e:#}");
+            ExitCode::from(1)
+        }
     }
 }
 

@@ -1,5 +1,5 @@
-//! The command line (`validate`, `rules`, start-up errors): output shape and exit codes, by
-//! running the real binary.
+//! The command line (`validate`, `rules`, `healthcheck`, start-up errors): output shape and exit
+//! codes, by running the real binary.
 
 use std::process::Command;
 
@@ -187,4 +187,59 @@ fn the_example_config_names_every_key_and_loads_as_the_defaults() {
         missing.is_empty(),
         "keys not documented in scriptgate.example.toml: {missing:?}"
     );
+}
+
+/// `scriptgate healthcheck` with `envs`, off the async runtime.
+async fn healthcheck(args: &[&str], envs: &[(&str, String)]) -> (i32, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_scriptgate"));
+    command
+        .arg("healthcheck")
+        .args(args)
+        .env_remove("SCRIPTGATE_CONFIG")
+        .envs(envs.iter().map(|(k, v)| (k, v)));
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn healthcheck_exits_zero_only_when_the_service_is_ready() {
+    let ready = crate::harness::Service::start(|_| {}).await;
+    let unready = crate::harness::Service::start(|c| {
+        c.sandbox.python_image = "scriptgate-test-missing:none".into();
+    })
+    .await;
+    // Default: /readyz at the configured address, a wildcard one reached through loopback (as in
+    // the compose service, which listens on 0.0.0.0).
+    let port = ready.url.rsplit(':').next().expect("port").to_string();
+    let (code, stdout, stderr) =
+        healthcheck(&[], &[("SCRIPTGATE_LISTEN", format!("0.0.0.0:{port}"))]).await;
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let body: serde_json::Value = serde_json::from_str(&stdout).expect("the /readyz body");
+    assert_eq!(body["ready"], true);
+    // 503 (an image is missing): exit 1, with the reason on stdout.
+    let url = format!("{}/readyz", unready.url);
+    let (code, stdout, stderr) = healthcheck(&["--url", &url], &[]).await;
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.contains("scriptgate-test-missing:none"), "{stdout}");
+    assert!(stderr.contains("503"), "{stderr}");
+    // Nothing listening, and a URL it cannot use: exit 1 too (Docker reserves 2).
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr").port()
+    };
+    let url = format!("http://127.0.0.1:{closed}/readyz");
+    let (code, _, stderr) = healthcheck(&["--url", &url, "--timeout", "2"], &[]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("connect"), "{stderr}");
+    let (code, _, stderr) = healthcheck(&["--url", "https://localhost/readyz"], &[]).await;
+    assert_eq!(code, 1, "{stderr}");
+    ready.stop().await;
+    unready.stop().await;
 }

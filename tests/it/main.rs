@@ -5,6 +5,7 @@
 
 mod approvals;
 mod cli;
+mod compose;
 mod containment;
 mod corpus;
 mod engine_faults;

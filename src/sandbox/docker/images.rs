@@ -5,7 +5,9 @@
 //! 2. The runner image: `images/offline/Dockerfile` on that base adds the supervisor.
 //!
 //! Both tags carry a hash of what went into them, so a second build with nothing changed only
-//! checks that the images exist. `images/registry/` has Dockerfiles for people with a registry.
+//! checks that the images exist; each is also tagged `latest`, so other Dockerfiles can name the
+//! base without knowing the hash (`images/service/Dockerfile`, the service image of
+//! `docker-compose.yml`). `images/registry/` has Dockerfiles for people with a registry.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -21,6 +23,8 @@ use crate::sandbox::SandboxError;
 
 /// The image runs use unless configured otherwise.
 pub const DEFAULT_IMAGE: &str = "scriptgate-runner:latest";
+/// The current base image under a stable name (`FROM` of `images/service/Dockerfile`).
+pub const BASE_IMAGE: &str = "scriptgate-base:latest";
 const RUNNER_REPO: &str = "scriptgate-runner";
 const BASE_REPO: &str = "scriptgate-base";
 const SUITE: &str = "bookworm";
@@ -75,7 +79,24 @@ pub async fn build(
     progress: &mut dyn FnMut(&str),
 ) -> Result<String, ImageError> {
     let base = ensure_base(docker, options, progress).await?;
+    tag_latest(docker, &base, BASE_REPO).await?;
+    progress(&format!("tagged {base} as {BASE_IMAGE}"));
     ensure_runner(docker, &base, options, progress).await
+}
+
+/// Tags `image` as `<repo>:latest`.
+async fn tag_latest(docker: &Docker, image: &str, repo: &str) -> Result<(), ImageError> {
+    docker
+        .tag_image(
+            image,
+            Some(TagImageOptions {
+                repo: Some(repo.into()),
+                tag: Some("latest".into()),
+            }),
+        )
+        .await
+        .map_err(classify)?;
+    Ok(())
 }
 
 async fn exists(docker: &Docker, image: &str) -> Result<Option<String>, ImageError> {
@@ -209,16 +230,7 @@ async fn ensure_runner(
     } else {
         progress(&format!("runner image {image} is current"));
     }
-    docker
-        .tag_image(
-            &image,
-            Some(TagImageOptions {
-                repo: Some(RUNNER_REPO.into()),
-                tag: Some("latest".into()),
-            }),
-        )
-        .await
-        .map_err(classify)?;
+    tag_latest(docker, &image, RUNNER_REPO).await?;
     progress(&format!("tagged {image} as {DEFAULT_IMAGE}"));
     Ok(DEFAULT_IMAGE.to_string())
 }
