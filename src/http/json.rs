@@ -16,7 +16,7 @@ pub struct Json<T>(pub T);
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, _state: &S) -> Result<Self, ApiError> {
         let content_type = req
             .headers()
             .get(CONTENT_TYPE)
@@ -33,16 +33,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
                 }
             )));
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge("request body is larger than the configured limit".into())
-            } else {
-                ApiError::Schema(format!(
-                    "could not read the request body: {}",
-                    rejection.body_text()
-                ))
-            }
-        })?;
+        let bytes = read_body(req).await?;
         // serde would also read a struct from a JSON array (fields by position): not our API.
         if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             return Err(ApiError::Schema(
@@ -51,6 +42,42 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
         }
         parse(&bytes).map(Json)
     }
+}
+
+/// The configured body limit, which the router puts in every request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimit(pub usize);
+
+/// How much of an oversized body is read and discarded before answering 413: a client that is
+/// still sending when the answer comes sees a reset connection instead of the typed error, so a
+/// moderately oversized body is drained first. Beyond this, the connection is simply closed.
+const DRAIN: usize = 16 << 20;
+
+/// The whole body, at most the configured limit.
+async fn read_body(req: Request) -> Result<Bytes, ApiError> {
+    use futures::StreamExt as _;
+    let limit = req.extensions().get::<BodyLimit>().map_or(1 << 20, |l| l.0);
+    let mut stream = req.into_body().into_data_stream();
+    let mut body = Vec::new();
+    let mut discarded = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|e| ApiError::Schema(format!("could not read the request body: {e}")))?;
+        if discarded > 0 || body.len() + chunk.len() > limit {
+            discarded += chunk.len();
+            if discarded > DRAIN {
+                break;
+            }
+        } else {
+            body.extend_from_slice(&chunk);
+        }
+    }
+    if discarded > 0 {
+        return Err(ApiError::PayloadTooLarge(
+            "request body is larger than the configured limit".into(),
+        ));
+    }
+    Ok(Bytes::from(body))
 }
 
 /// Deserializes `bytes`, naming the path of the first error.

@@ -162,10 +162,31 @@ impl Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
-        // A failed test still stops its service (its containers are then removed by the shutdown).
+        // A failed test: the graceful shutdown may not get to run before the test process exits,
+        // so this instance's containers are removed here, synchronously (only its own label).
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
+            remove_instance_now(&self.instance);
         }
+    }
+}
+
+/// `docker rm -f` of every container of `instance`, without the async runtime (for `Drop`).
+pub fn remove_instance_now(instance: &str) {
+    let listed = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", "label=scriptgate.managed=true"])
+        .args(["--filter", &format!("label=scriptgate.instance={instance}")])
+        .output();
+    let Ok(listed) = listed else { return };
+    let ids: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    if !ids.is_empty() {
+        let _ = std::process::Command::new("docker")
+            .args(["rm", "-f"])
+            .args(&ids)
+            .output();
     }
 }
 
