@@ -238,14 +238,18 @@ impl Process {
 
     async fn ready(&self) {
         let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(90);
         loop {
-            if let Ok(r) = client.get(self.url("/readyz")).send().await
-                && r.status() == 200
-            {
-                return;
-            }
-            assert!(Instant::now() < deadline, "service not ready");
+            let last = match client.get(self.url("/readyz")).send().await {
+                Ok(r) if r.status() == 200 => return,
+                Ok(r) => r.text().await.unwrap_or_default(),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                Instant::now() < deadline,
+                "service not ready: {last}\nlog: {:?}",
+                self.log_lines()
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
