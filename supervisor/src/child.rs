@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 
 use scriptgate_supervisor::Job;
 
+use crate::identity::Split;
 use crate::sys;
 
 /// The Python program that waits on fd 3 for the script, then runs it as `__main__` with
@@ -54,22 +55,23 @@ pub struct Running {
 pub enum Launch {
     /// Already running, waiting for its program on fd 3.
     Python(Option<Running>),
-    Bash,
+    Bash(Option<Split>),
 }
 
 impl Launch {
-    pub fn new(language: &str) -> Result<Self, String> {
+    /// `split`: run the interpreter as another uid than the supervisor's (see `identity`).
+    pub fn new(language: &str, split: Option<Split>) -> Result<Self, String> {
         match language {
             "python" => {
                 let (code_read, code_write) = sys::pipe()?;
                 let args = ["-I", "-u", "-c", PYTHON_BOOTSTRAP];
-                let mut running = spawn("python3", &args, Some(&code_read))?;
+                let mut running = spawn("python3", &args, Some(&code_read), split)?;
                 drop(code_read);
                 sys::set_nonblocking(&code_write)?;
                 running.code = Some(code_write);
                 Ok(Launch::Python(Some(running)))
             }
-            "bash" => Ok(Launch::Bash),
+            "bash" => Ok(Launch::Bash(split)),
             other => Err(format!(
                 "unknown language `{other}` (expected python or bash)"
             )),
@@ -82,16 +84,22 @@ impl Launch {
             Launch::Python(running) => running
                 .take()
                 .ok_or_else(|| "interpreter already used".to_string()),
-            Launch::Bash => spawn(
+            Launch::Bash(split) => spawn(
                 "bash",
                 &["--noprofile", "--norc", "-c", &job.script, "script.sh"],
                 None,
+                *split,
             ),
         }
     }
 }
 
-fn spawn(program: &str, args: &[&str], code: Option<&OwnedFd>) -> Result<Running, String> {
+fn spawn(
+    program: &str,
+    args: &[&str],
+    code: Option<&OwnedFd>,
+    split: Option<Split>,
+) -> Result<Running, String> {
     let (stdin_read, stdin_write) = sys::pipe()?;
     let (stdout_read, stdout_write) = sys::pipe()?;
     let (stderr_read, stderr_write) = sys::pipe()?;
@@ -103,7 +111,8 @@ fn spawn(program: &str, args: &[&str], code: Option<&OwnedFd>) -> Result<Running
         .stdout(Stdio::from(stdout_write))
         .stderr(Stdio::from(stderr_write));
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
-    // (setsid, open/write/close, sigprocmask, dup2, fcntl) on integers and static strings.
+    // (setsid, open/write/close, sigprocmask, dup2, fcntl, prctl, setgroups, setresgid,
+    // setresuid) on integers and static strings.
     unsafe {
         command.pre_exec(move || {
             // Its own session: the script and its background jobs can be killed as one group.
@@ -125,6 +134,10 @@ fn spawn(program: &str, args: &[&str], code: Option<&OwnedFd>) -> Result<Running
                 } else if libc::dup2(fd, 3) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+            }
+            // Last: the steps above may need the privileges this gives up.
+            if let Some(split) = split {
+                split.become_script()?;
             }
             Ok(())
         });

@@ -40,6 +40,11 @@ pub struct Job {
 pub struct Ready {
     pub version: u32,
     pub language: String,
+    /// The uid the script runs as when the supervisor runs as another (see the supervisor's
+    /// `identity` module); absent when they share one. The host checks it, so an image whose
+    /// supervisor predates the separation is refused rather than run as root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_uid: Option<u32>,
 }
 
 /// Resource use of the run, measured inside the container (never from anything the script prints).

@@ -8,12 +8,16 @@
 //!
 //! It marks itself non-dumpable, so the script (same uid) cannot read its memory or file
 //! descriptors through /proc, and as PID 1 it ignores every signal sent from inside the container.
+//! Under runtimes that do not reproduce those two behaviours (gVisor) the host starts it as root
+//! with the script's uid as its second argument, and the two run as different uids (see
+//! `identity`).
 //! Before the interpreter starts it installs a seccomp filter of its own (see `filter`), stacked
 //! on the engine's profile, which the script inherits.
 //! The host still owns the deadline: it kills the whole container at timeout.
 
 mod child;
 mod filter;
+mod identity;
 mod relay;
 mod sys;
 mod usage;
@@ -25,8 +29,9 @@ use scriptgate_supervisor::{
 };
 
 fn main() {
-    let language = std::env::args().nth(1).unwrap_or_default();
-    if let Err(message) = run(&language) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let language = args.first().map(String::as_str).unwrap_or_default();
+    if let Err(message) = run(language, args.get(1).map(String::as_str)) {
         // Best effort: the host treats a missing Exit frame as a failed run anyway.
         let payload = serde_json::to_vec(&Failure { message }).unwrap_or_default();
         let _ = emit(FrameKind::Failure, &payload);
@@ -35,14 +40,16 @@ fn main() {
     std::process::exit(0);
 }
 
-fn run(language: &str) -> Result<(), String> {
+fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
+    let split = identity::Split::from_arg(script_uid)?;
     sys::make_undumpable()?;
     filter::install()?;
     let sigchld = sys::SignalFd::for_sigchld()?;
-    let mut launch = child::Launch::new(language)?;
+    let mut launch = child::Launch::new(language, split)?;
     let ready = Ready {
         version: PROTOCOL_VERSION,
         language: language.to_string(),
+        script_uid: split.map(|s| s.script_uid),
     };
     emit(
         FrameKind::Ready,
@@ -59,6 +66,11 @@ fn run(language: &str) -> Result<(), String> {
         ));
     }
     let running = launch.start(&job)?;
+    // The supervisor needs root only to start the interpreter as the script's uid. (Bash already
+    // runs its script here; a uid of its own keeps even a root supervisor out of its reach.)
+    if let Some(split) = split {
+        split.become_supervisor()?;
+    }
     let exit = relay::relay(running, &job, &sigchld)?;
     emit(
         FrameKind::Exit,

@@ -22,43 +22,36 @@ fn request(language: Language, script: &str, timeout: u64) -> RunRequest {
 async fn the_engine_sees_the_hardened_configuration() {
     let sandbox = harness::sandbox(|_| {}).await;
     let id = uuid::Uuid::new_v4();
-    let runner = sandbox.clone();
-    let run = tokio::spawn(async move {
-        // Long enough to be inspected even on a busy engine; aborted once it has been.
-        let mut r = request(Language::Bash, "sleep 60", 90);
-        r.execution_id = Some(id);
-        runner.run(r).await
-    });
+    // A lease holds a started, ready container until it runs or is dropped: inspecting it races
+    // with nothing, however busy the engine is.
+    let lease = sandbox
+        .acquire(Language::Bash, Some(id))
+        .await
+        .expect("a ready container");
+    assert_eq!(lease.execution_id(), id);
     let docker = harness::docker().await;
     let filters = std::collections::HashMap::from([(
         "label".to_string(),
         vec![format!("scriptgate.execution_id={id}")],
     )]);
-    let container = loop {
-        let found = docker
-            .list_containers(Some(bollard::query_parameters::ListContainersOptions {
-                all: true,
-                filters: Some(filters.clone()),
-                ..Default::default()
-            }))
-            .await
-            .expect("list");
-        if let Some(c) = found.into_iter().next() {
-            break c;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let inspect = match docker
-        .inspect_container(container.id.as_deref().unwrap_or(""), None)
+    let found = docker
+        .list_containers(Some(bollard::query_parameters::ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
         .await
-    {
-        Ok(i) => i,
-        Err(e) => panic!(
-            "inspect: {e}; the run: {:?}",
-            run.await
-                .map(|r| r.map(|o| (o.exit_code, o.crashed, o.stderr.text())))
-        ),
-    };
+        .expect("list");
+    assert_eq!(found.len(), 1, "one container carries the execution id");
+    let inspect = docker
+        .inspect_container(found[0].id.as_deref().unwrap_or(""), None)
+        .await
+        .expect("inspect the leased container");
+    assert_eq!(
+        inspect.state.as_ref().and_then(|s| s.running),
+        Some(true),
+        "ready means started"
+    );
     let host = inspect.host_config.expect("host config");
     let config = inspect.config.expect("config");
     assert_eq!(host.network_mode.as_deref(), Some("none"));
@@ -115,9 +108,8 @@ async fn the_engine_sees_the_hardened_configuration() {
         Some("true")
     );
     assert_eq!(labels.get("scriptgate.execution_id"), Some(&id.to_string()));
-    // Dropping the run (as a client that hangs up does) removes its container.
-    run.abort();
-    let _ = run.await;
+    // A lease dropped unused (a request given up before its script was sent) removes its container.
+    drop(lease);
     assert!(harness::settle(&sandbox.config().instance, 0, Duration::from_secs(10)).await == 0);
     sandbox.shutdown().await;
 }

@@ -44,7 +44,8 @@ pub struct DockerConfig {
     pub instance: String,
     pub python_image: String,
     pub bash_image: String,
-    /// An OCI runtime registered with the engine, e.g. `runsc` (gVisor).
+    /// An OCI runtime registered with the engine, e.g. `runsc` (gVisor). With any runtime but
+    /// runc the supervisor and the script run as different uids ([`spec::separate_identities`]).
     pub runtime: Option<String>,
     pub limits: Limits,
     /// How long a container may take to start and report ready.
@@ -369,9 +370,18 @@ impl Inner {
             .await
             .map_err(classify)?;
         let timeout = Duration::from_secs(self.config.start_timeout_secs);
-        let prepared =
-            session::Prepared::ready(created.id, execution_id, language, attach, removal, timeout)
-                .await?;
+        let script_uid =
+            spec::separate_identities(&self.config).then(|| spec::sandbox_uid(execution_id));
+        let prepared = session::Prepared::ready(
+            created.id,
+            execution_id,
+            language,
+            script_uid,
+            attach,
+            removal,
+            timeout,
+        )
+        .await?;
         Ok(prepared.with_timings(create, started.elapsed() - create))
     }
 

@@ -114,11 +114,13 @@ fn message_of(payload: &[u8]) -> String {
 }
 
 impl Prepared {
-    /// Takes over an attached, started container and waits for its supervisor's `Ready`.
+    /// Takes over an attached, started container and waits for its supervisor's `Ready`, which
+    /// must confirm `script_uid` when the script is to run apart from its supervisor.
     pub async fn ready(
         id: String,
         execution_id: Uuid,
         language: Language,
+        script_uid: Option<u32>,
         attach: AttachContainerResults,
         removal: Removal,
         timeout: Duration,
@@ -151,6 +153,12 @@ impl Prepared {
                             return Err(SandboxError::StartFailed(format!(
                                 "supervisor speaks protocol {}, the service {PROTOCOL_VERSION}: rebuild the images",
                                 ready.version
+                            )));
+                        }
+                        if ready.script_uid != script_uid {
+                            return Err(SandboxError::StartFailed(format!(
+                                "the supervisor runs the script as uid {:?}, the service expects {script_uid:?}: rebuild the images",
+                                ready.script_uid
                             )));
                         }
                         return Ok(());

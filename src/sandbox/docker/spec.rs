@@ -46,6 +46,20 @@ pub fn sandbox_uid(execution_id: Uuid) -> u32 {
 
 const MIB: i64 = 1024 * 1024;
 
+/// Whether the supervisor and the script get different uids (the runner image's supervisor,
+/// `supervisor/src/identity.rs`). Under runc they share one: Linux keeps a non-dumpable PID 1
+/// out of a same-uid script's reach, and the container contract (non-root user, `CapDrop: ALL`,
+/// no `CapAdd`) stays exact. Other runtimes (gVisor, whose kernel is its own, and VM runtimes)
+/// need not reproduce those behaviours, so there the container starts as root with SETUID,
+/// SETGID, SETPCAP and KILL, and the supervisor starts the script as the sandbox uid with no
+/// capabilities in any set, then drops to a uid of its own that keeps only KILL.
+pub fn separate_identities(config: &DockerConfig) -> bool {
+    config.runtime.as_deref().is_some_and(|r| r != "runc")
+}
+
+/// The capabilities a separate-identity container starts with (none reach the script).
+pub const SUPERVISOR_CAPS: [&str; 4] = ["SETUID", "SETGID", "SETPCAP", "KILL"];
+
 pub fn container(
     config: &DockerConfig,
     language: Language,
@@ -61,6 +75,14 @@ pub fn container(
         (LABEL_LANGUAGE.to_string(), language.as_str().to_string()),
         (LABEL_OWNER.to_string(), owner().to_string()),
     ]);
+    let uid = sandbox_uid(execution_id);
+    let split = separate_identities(config);
+    // The image's entrypoint is the supervisor; its arguments are the language and, when it is to
+    // run the script as another uid than its own, that uid.
+    let mut cmd = vec![language.as_str().to_string()];
+    if split {
+        cmd.push(uid.to_string());
+    }
     let ulimit = |name: &str, value: i64| ResourcesUlimits {
         name: Some(name.to_string()),
         soft: Some(value),
@@ -68,8 +90,7 @@ pub fn container(
     };
     ContainerCreateBody {
         image: Some(config.image(language).to_string()),
-        // The image's entrypoint is the supervisor; its argument is the language.
-        cmd: Some(vec![language.as_str().to_string()]),
+        cmd: Some(cmd),
         // The service's own environment is never forwarded.
         env: Some(vec![
             "HOME=/tmp".into(),
@@ -82,7 +103,11 @@ pub fn container(
             "USER=sandbox".into(),
             "LOGNAME=sandbox".into(),
         ]),
-        user: Some(format!("{uid}:{uid}", uid = sandbox_uid(execution_id))),
+        user: Some(if split {
+            "0:0".into()
+        } else {
+            format!("{uid}:{uid}")
+        }),
         working_dir: Some("/tmp".into()),
         hostname: Some("sandbox".into()),
         labels: Some(labels),
@@ -97,6 +122,7 @@ pub fn container(
             network_mode: Some("none".into()),
             readonly_rootfs: Some(true),
             cap_drop: Some(vec!["ALL".into()]),
+            cap_add: split.then(|| SUPERVISOR_CAPS.map(String::from).to_vec()),
             security_opt: Some(vec!["no-new-privileges".into()]),
             privileged: Some(false),
             pids_limit: Some(limits.pids),
@@ -129,5 +155,54 @@ pub fn container(
             ..HostConfig::default()
         }),
         ..ContainerCreateBody::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(runtime: Option<&str>) -> (ContainerCreateBody, u32) {
+        let config = DockerConfig {
+            runtime: runtime.map(String::from),
+            ..DockerConfig::default()
+        };
+        let id = Uuid::new_v4();
+        (container(&config, Language::Python, id), sandbox_uid(id))
+    }
+
+    #[test]
+    fn under_runc_the_container_runs_as_the_sandbox_uid_with_no_capabilities() {
+        for runtime in [None, Some("runc")] {
+            let (body, uid) = body(runtime);
+            let host = body.host_config.expect("a host config");
+            assert_eq!(body.user, Some(format!("{uid}:{uid}")));
+            assert_eq!(body.cmd, Some(vec!["python".to_string()]));
+            assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+            assert_eq!(host.cap_add, None);
+        }
+    }
+
+    #[test]
+    fn other_runtimes_start_the_supervisor_as_root_and_name_the_script_uid() {
+        let (body, uid) = body(Some("runsc"));
+        let host = body.host_config.expect("a host config");
+        assert_eq!(body.user.as_deref(), Some("0:0"));
+        assert_eq!(body.cmd, Some(vec!["python".to_string(), uid.to_string()]));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(
+            host.cap_add,
+            Some(vec![
+                "SETUID".into(),
+                "SETGID".into(),
+                "SETPCAP".into(),
+                "KILL".into()
+            ])
+        );
+        assert_eq!(
+            host.security_opt,
+            Some(vec!["no-new-privileges".to_string()])
+        );
+        assert!((UID_BASE..UID_BASE + UID_SPAN).contains(&uid));
     }
 }
