@@ -2188,8 +2188,9 @@ print("DONE")
 /// protocol stream through /proc/1/fd/1, read the job stream or the supervisor's memory, or signal
 /// it, and it must hold no capability although the container starts with four.
 ///
-/// Runs when the engine has runsc registered (`scripts/ensure-docker.sh` installs and registers
-/// it where it starts the engine); says so and passes when it has not.
+/// Runs when the engine has runsc registered and it can start a plain container
+/// (`scripts/ensure-docker.sh` installs and registers it where it starts the engine); says so and
+/// passes when it cannot.
 #[tokio::test(flavor = "multi_thread")]
 async fn under_gvisor_the_supervisor_and_its_stream_are_out_of_reach() {
     let _serial = SERIAL.lock().await;
@@ -2203,6 +2204,21 @@ async fn under_gvisor_the_supervisor_and_its_stream_are_out_of_reach() {
     if !runtimes.contains_key("runsc") {
         eprintln!(
             "containment: runsc is not registered with the engine: the gVisor cases did not run"
+        );
+        return;
+    }
+    // Registered is not usable: gVisor needs kernel features some hosts lack. A plain container
+    // under runsc (none of scriptgate's settings) tells the host's problem from ours.
+    let image = scriptgate::sandbox::docker::images::DEFAULT_IMAGE;
+    let plain = std::process::Command::new("docker")
+        .args(["run", "--rm", "--runtime", "runsc", "--network", "none"])
+        .args(["--entrypoint", "/bin/true", image])
+        .output()
+        .expect("docker CLI");
+    if !plain.status.success() {
+        eprintln!(
+            "containment: runsc cannot start even a plain container here ({}): the gVisor cases did not run",
+            String::from_utf8_lossy(&plain.stderr).trim()
         );
         return;
     }
