@@ -16,7 +16,7 @@
 //! reproduce weaknesses of the current contract; they fail until those are fixed
 //! (`--run-ignored ignored-only`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -1552,17 +1552,7 @@ sys.exit(3)
 
 /// Managed containers carrying `execution_id` (running or not).
 async fn containers_of(execution_id: &str) -> Vec<String> {
-    let filters = HashMap::from([(
-        "label".to_string(),
-        vec![format!("scriptgate.execution_id={execution_id}")],
-    )]);
-    harness::docker()
-        .await
-        .list_containers(Some(bollard::query_parameters::ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        }))
+    harness::labelled(&[format!("scriptgate.execution_id={execution_id}")])
         .await
         .map(|list| list.into_iter().filter_map(|c| c.id).collect())
         .unwrap_or_else(|e| vec![format!("<listing failed: {e}>")])

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
+use bollard::models::ContainerSummary;
 use bollard::query_parameters::ListContainersOptions;
 use scriptgate::config::Config;
 use scriptgate::sandbox::docker::{DockerConfig, DockerSandbox};
@@ -23,13 +24,20 @@ pub async fn docker() -> Docker {
 
 /// Managed containers of `instance` (running or not).
 pub async fn containers(instance: &str) -> Vec<String> {
-    let filters = HashMap::from([(
-        "label".to_string(),
-        vec![
-            "scriptgate.managed=true".to_string(),
-            format!("scriptgate.instance={instance}"),
-        ],
-    )]);
+    labelled(&[
+        "scriptgate.managed=true".to_string(),
+        format!("scriptgate.instance={instance}"),
+    ])
+    .await
+    .expect("list containers")
+    .into_iter()
+    .filter_map(|c| c.id)
+    .collect()
+}
+
+/// Containers (running or not) carrying every one of `labels` (`key=value`).
+pub async fn labelled(labels: &[String]) -> Result<Vec<ContainerSummary>, bollard::errors::Error> {
+    let filters = HashMap::from([("label".to_string(), labels.to_vec())]);
     docker()
         .await
         .list_containers(Some(ListContainersOptions {
@@ -38,10 +46,6 @@ pub async fn containers(instance: &str) -> Vec<String> {
             ..Default::default()
         }))
         .await
-        .expect("list containers")
-        .into_iter()
-        .filter_map(|c| c.id)
-        .collect()
 }
 
 /// Waits until `instance` has at most `n` containers (removal is asynchronous by design).
@@ -243,17 +247,7 @@ pub async fn run_ok(mut command: std::process::Command) -> String {
 
 /// Every managed container on the engine, with its labels.
 pub async fn managed() -> Vec<(String, HashMap<String, String>)> {
-    let filters = HashMap::from([(
-        "label".to_string(),
-        vec!["scriptgate.managed=true".to_string()],
-    )]);
-    docker()
-        .await
-        .list_containers(Some(ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        }))
+    labelled(&["scriptgate.managed=true".to_string()])
         .await
         .expect("list containers")
         .into_iter()

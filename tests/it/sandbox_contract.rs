@@ -30,16 +30,7 @@ async fn the_engine_sees_the_hardened_configuration() {
         .expect("a ready container");
     assert_eq!(lease.execution_id(), id);
     let docker = harness::docker().await;
-    let filters = std::collections::HashMap::from([(
-        "label".to_string(),
-        vec![format!("scriptgate.execution_id={id}")],
-    )]);
-    let found = docker
-        .list_containers(Some(bollard::query_parameters::ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        }))
+    let found = harness::labelled(&[format!("scriptgate.execution_id={id}")])
         .await
         .expect("list");
     assert_eq!(found.len(), 1, "one container carries the execution id");

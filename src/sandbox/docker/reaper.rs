@@ -115,16 +115,19 @@ pub(crate) fn spawn_periodic(inner: &Arc<Inner>) {
 /// How often removals that failed (engine away) are retried.
 const RETRY: Duration = Duration::from_secs(2);
 
+/// Waits `period`; the sandbox then, unless it shut down or was dropped meanwhile. Background
+/// loops hold only a weak reference between ticks, so they never keep a sandbox alive.
+async fn tick(weak: &Weak<Inner>, period: Duration) -> Option<Arc<Inner>> {
+    let cancelled = weak.upgrade()?.shutdown.clone();
+    tokio::select! {
+        _ = tokio::time::sleep(period) => {}
+        _ = cancelled.cancelled() => return None,
+    }
+    weak.upgrade()
+}
+
 async fn retry_failed(weak: Weak<Inner>) {
-    loop {
-        let Some(cancelled) = weak.upgrade().map(|i| i.shutdown.clone()) else {
-            return;
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(RETRY) => {}
-            _ = cancelled.cancelled() => return,
-        }
-        let Some(inner) = weak.upgrade() else { return };
+    while let Some(inner) = tick(&weak, RETRY).await {
         if inner.cleaner.failed_count() > 0 && inner.ensure_engine().await.is_ok() {
             inner.cleaner.retry_failed().await;
         }
@@ -132,15 +135,7 @@ async fn retry_failed(weak: Weak<Inner>) {
 }
 
 async fn periodic(weak: Weak<Inner>) {
-    loop {
-        let Some(cancelled) = weak.upgrade().map(|i| i.shutdown.clone()) else {
-            return;
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(PERIOD) => {}
-            _ = cancelled.cancelled() => return,
-        }
-        let Some(inner) = weak.upgrade() else { return };
+    while let Some(inner) = tick(&weak, PERIOD).await {
         if inner.ensure_engine().await.is_err() {
             continue;
         }
