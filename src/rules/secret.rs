@@ -28,6 +28,8 @@ struct RawSecretRule {
     #[serde(default)]
     allow: Vec<String>,
     #[serde(default)]
+    allow_match: Vec<String>,
+    #[serde(default)]
     note: Option<String>,
     #[serde(default)]
     specificity: Specificity,
@@ -62,6 +64,8 @@ pub struct SecretRule {
     entropy: Option<f64>,
     min_length: usize,
     allow: Vec<Regex>,
+    /// Tried against the whole match (name, operator and value): a name that holds no secret.
+    allow_match: Vec<Regex>,
     specificity: Specificity,
 }
 
@@ -110,6 +114,11 @@ pub(super) fn parse_rule(file: &str, text: &str) -> Result<SecretRule, RuleError
         .iter()
         .map(|a| compile_regex(file, "allow", a))
         .collect::<Result<_, _>>()?;
+    let allow_match = raw
+        .allow_match
+        .iter()
+        .map(|a| compile_regex(file, "allow_match", a))
+        .collect::<Result<_, _>>()?;
     Ok(SecretRule {
         meta: RuleMeta {
             id: raw.id,
@@ -127,6 +136,7 @@ pub(super) fn parse_rule(file: &str, text: &str) -> Result<SecretRule, RuleError
         entropy: raw.entropy,
         min_length: raw.min_length.unwrap_or(1),
         allow,
+        allow_match,
         specificity: raw.specificity,
     })
 }
@@ -224,7 +234,10 @@ impl SecretRules {
             let Some(secret) = caps.get(rule.group) else {
                 continue;
             };
-            if self.is_real(rule, secret.as_str()) {
+            let whole = caps.get(0).map_or("", |m| m.as_str());
+            if self.is_real(rule, secret.as_str())
+                && !rule.allow_match.iter().any(|a| a.is_match(whole))
+            {
                 out.push(SecretMatch {
                     rule: idx,
                     start: line_start + secret.start(),
@@ -328,6 +341,15 @@ mod tests {
         assert!(r.scan("k=abc").is_empty(), "too short");
         assert!(r.scan("k=exampleXyz9").is_empty(), "allowed");
         assert_eq!(r.scan("k=q8Zr2LmX").len(), 1);
+    }
+
+    #[test]
+    fn allow_match_drops_matches_by_their_whole_text() {
+        let r = rules(
+            "id: t\nmessage: m\nkeywords: [key]\nregex: '(\\w*key) = (\\w+)'\nsecret_group: 2\nallow_match: ['^public_key']\n",
+        );
+        assert!(r.scan("public_key = q8Zr2LmX").is_empty());
+        assert_eq!(r.scan("signing_key = q8Zr2LmX").len(), 1);
     }
 
     #[test]
