@@ -60,7 +60,7 @@ pub struct Kinds {
 
 impl Kinds {
     fn new(rules: &RuleSet) -> Self {
-        use walk::interest::{CANDIDATE, FACT, SITE, STRING, SYNTAX};
+        use walk::interest::{CANDIDATE, FACT, FOLD, SITE, STRING, SYNTAX};
         let py = Grammar::new(Language::Python);
         let sh = Grammar::new(Language::Bash);
         let py_kinds = PyKinds::new(&py);
@@ -104,6 +104,7 @@ impl Kinds {
                 (SYNTAX, py_syntax.kinds()),
                 (SITE, vec![py_kinds.call]),
                 (STRING, kind(&py, &["string"])),
+                (FOLD, kind(&py, secrets::PY_FOLD_KINDS)),
             ],
         );
         let sh_table = table(
@@ -119,6 +120,7 @@ impl Kinds {
                     STRING,
                     kind(&sh, &["string", "raw_string", "ansi_c_string", "word"]),
                 ),
+                (FOLD, kind(&sh, secrets::SH_FOLD_KINDS)),
             ],
         );
         Kinds {
@@ -288,7 +290,8 @@ impl Validator {
 
     fn secrets(&self, walk: &walk::Walk<'_>, text: &str, pos: &Positions<'_>) -> Vec<Finding> {
         let sem = dangerous::semantics(self, walk, text);
-        secrets::check(&self.inner.rules.secrets, text, &walk.strings, &sem, pos)
+        let rules = &self.inner.rules.secrets;
+        secrets::check(rules, text, &walk.strings, &walk.folds, &sem, pos)
     }
 
     fn dangerous(

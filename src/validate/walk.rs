@@ -32,6 +32,8 @@ pub struct Walk<'t> {
     pub sites: Vec<Node<'t>>,
     /// Long string literals, to decode and scan for secrets.
     pub strings: Vec<Node<'t>>,
+    /// Expressions that may assemble a string from literals (`"a" + "b"`, `"$a$b"`), in document order.
+    pub folds: Vec<Node<'t>>,
     pub facts: Facts,
     /// Byte ranges hidden from the tree by the Bash heredoc grammar gap, to check on their own.
     pub regions: Vec<(usize, usize)>,
@@ -44,6 +46,7 @@ pub mod interest {
     pub const SYNTAX: u8 = 4;
     pub const SITE: u8 = 8;
     pub const STRING: u8 = 16;
+    pub const FOLD: u8 = 32;
 }
 
 pub fn run<'t>(
@@ -59,6 +62,7 @@ pub fn run<'t>(
         candidates: Vec::new(),
         sites: Vec::new(),
         strings: Vec::new(),
+        folds: Vec::new(),
         facts: match language {
             Language::Python => Facts::Python(PyFacts::default()),
             Language::Bash => Facts::Bash(BashFacts::default()),
@@ -161,6 +165,9 @@ impl<'t> Walk<'t> {
         }
         if flags & interest::STRING != 0 && node.byte_range().len() >= MIN_BLOB_BYTES {
             self.strings.push(node);
+        }
+        if flags & interest::FOLD != 0 {
+            self.folds.push(node);
         }
         descend
     }

@@ -1,0 +1,196 @@
+//! Split secrets: string expressions assembled from literals (`"ghp_" + "…"`, adjacent literals,
+//! f-strings, `%` and `.format` of constants, Bash `"$a$b"`) are folded to their value, which is then
+//! scanned like any other text.
+//!
+//! The candidates come from the one tree walk; only the outermost expression that folds is scanned,
+//! and a secret that also appears verbatim in the script is left to the plain-text scan.
+
+use tree_sitter::Node;
+
+use crate::rules::matcher::Sem;
+
+/// Python node kinds that may assemble a string.
+pub const PY_FOLD_KINDS: &[&str] = &["binary_operator", "concatenated_string", "string", "call"];
+/// Bash node kinds that may assemble a string.
+pub const SH_FOLD_KINDS: &[&str] = &["string", "concatenation"];
+
+/// A folded expression: the text to scan and the node it came from.
+#[derive(Debug)]
+pub struct Folded<'t> {
+    pub node: Node<'t>,
+    /// The value, prefixed with `name = ` when the expression is assigned to a name, so that rules
+    /// keyed on a variable name see it.
+    pub text: String,
+    /// Byte offset of the value within `text`.
+    pub value_at: usize,
+}
+
+/// The outermost foldable expressions among `nodes` (in document order) and their values.
+pub fn fold_all<'t>(nodes: &[Node<'t>], src: &str, sem: &Sem<'_>) -> Vec<Folded<'t>> {
+    let mut out = Vec::new();
+    let mut covered_until = 0;
+    for &node in nodes {
+        if node.start_byte() < covered_until || !assembles(node, src) {
+            continue;
+        }
+        let Some(value) = sem.fold(node).or_else(|| fold_format(node, src, sem)) else {
+            continue;
+        };
+        covered_until = node.end_byte();
+        if value.len() < 8 {
+            continue;
+        }
+        let (text, value_at) = match assigned_name(node, src) {
+            Some(name) => {
+                let prefix = format!("{name} = \"");
+                let at = prefix.len();
+                (format!("{prefix}{value}\""), at)
+            }
+            None => (value, 0),
+        };
+        out.push(Folded {
+            node,
+            text,
+            value_at,
+        });
+    }
+    out
+}
+
+/// Whether `node` builds a string out of parts (a lone literal is scanned as plain text already).
+fn assembles(node: Node<'_>, src: &str) -> bool {
+    let raw = &src[node.byte_range()];
+    match node.kind() {
+        "concatenated_string" => true,
+        "binary_operator" => node
+            .child_by_field_name("operator")
+            .is_some_and(|op| matches!(&src[op.byte_range()], "+" | "%")),
+        "call" => node.child_by_field_name("function").is_some_and(|f| {
+            let name = &src[f.byte_range()];
+            name.ends_with(".format") || name.ends_with(".join")
+        }),
+        // Python f-string with an interpolation, or a Bash double-quoted string with an expansion.
+        "string" => {
+            let quote = raw.find(['"', '\'']).unwrap_or(0);
+            let prefix = &raw[..quote];
+            if prefix.is_empty() && raw.starts_with('"') && raw.contains('$') {
+                return true;
+            }
+            prefix.contains(['f', 'F']) && raw.contains('{')
+        }
+        "concatenation" => raw.contains('$'),
+        _ => false,
+    }
+}
+
+/// `"…".format(…)` with constant arguments: `{}`, `{0}` and `{name}` fields without a format spec.
+fn fold_format(node: Node<'_>, src: &str, sem: &Sem<'_>) -> Option<String> {
+    let func = node.child_by_field_name("function")?;
+    if func.kind() != "attribute"
+        || &src[func.child_by_field_name("attribute")?.byte_range()] != "format"
+    {
+        return None;
+    }
+    let template = sem.fold(func.child_by_field_name("object")?)?;
+    let args = node.child_by_field_name("arguments")?;
+    let mut positional = Vec::new();
+    let mut named = Vec::new();
+    for arg in args.named_children(&mut args.walk()) {
+        if arg.kind() == "keyword_argument" {
+            let name = &src[arg.child_by_field_name("name")?.byte_range()];
+            named.push((name, sem.fold(arg.child_by_field_name("value")?)?));
+        } else if arg.kind() != "comment" {
+            positional.push(sem.fold(arg)?);
+        }
+    }
+    format_fields(&template, &positional, &named)
+}
+
+/// Python's `str.format` for plain fields; `None` for anything it does not model.
+fn format_fields(
+    template: &str,
+    positional: &[String],
+    named: &[(&str, String)],
+) -> Option<String> {
+    let mut out = String::with_capacity(template.len());
+    let mut chars = template.chars().peekable();
+    let mut next = 0;
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                out.push('{');
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                out.push('}');
+            }
+            '{' => {
+                let mut field = String::new();
+                loop {
+                    match chars.next()? {
+                        '}' => break,
+                        c => field.push(c),
+                    }
+                }
+                let value = if field.is_empty() {
+                    next += 1;
+                    positional.get(next - 1)?
+                } else if let Ok(i) = field.parse::<usize>() {
+                    positional.get(i)?
+                } else {
+                    &named.iter().find(|(n, _)| *n == field)?.1
+                };
+                out.push_str(value);
+            }
+            '}' => return None,
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+/// The name an expression is assigned or passed to: `tok = …`, `f(token=…)`, `{"token": …}`,
+/// Bash `tok="$a$b"`.
+fn assigned_name(node: Node<'_>, src: &str) -> Option<String> {
+    let parent = node.parent()?;
+    let name = match parent.kind() {
+        "assignment" => parent.child_by_field_name("left")?,
+        "keyword_argument" | "variable_assignment" => parent.child_by_field_name("name")?,
+        "pair" => parent.child_by_field_name("key")?,
+        _ => return None,
+    };
+    // The value must be this node, not the left-hand side.
+    if name.byte_range() == node.byte_range() {
+        return None;
+    }
+    let name = src[name.byte_range()].trim_matches(['"', '\'']);
+    (name.len() <= 64 && !name.contains('\n')).then(|| name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_fields;
+
+    #[test]
+    fn format_fields_follow_str_format() {
+        let pos = ["a".to_string(), "b".to_string()];
+        let named = [("x", "c".to_string())];
+        assert_eq!(format_fields("{}-{}", &pos, &named).as_deref(), Some("a-b"));
+        assert_eq!(
+            format_fields("{1}{0}{x}", &pos, &named).as_deref(),
+            Some("bac")
+        );
+        assert_eq!(
+            format_fields("{{}}{}", &pos, &named).as_deref(),
+            Some("{}a")
+        );
+        assert_eq!(
+            format_fields("{:>8}", &pos, &named),
+            None,
+            "format specs are not modelled"
+        );
+        assert_eq!(format_fields("{2}", &pos, &named), None, "missing argument");
+        assert_eq!(format_fields("{", &pos, &named), None, "unclosed field");
+    }
+}
