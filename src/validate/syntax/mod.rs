@@ -9,7 +9,9 @@ pub mod python;
 use tree_sitter::Node;
 
 use super::verdict::{Finding, Layer, Positions, Severity};
+use super::{Validator, parse_text, walk};
 use crate::rules::grammar::text;
+use crate::script::Script;
 
 /// Trees deeper than this are rejected: CPython refuses ~200 nested brackets, and every later
 /// algorithm may then rely on bounded depth.
@@ -17,6 +19,19 @@ pub const MAX_DEPTH: usize = 400;
 
 /// At most this many syntax findings are reported; the first is what matters.
 pub const MAX_FINDINGS: usize = 5;
+
+/// The syntax layer's verdict on its own: the findings that make a script fail to parse (empty
+/// when it parses), without the size, language, secret or dangerous layers. This is what the
+/// interpreter's own parser is compared with.
+pub fn check(validator: &Validator, script: &Script) -> Vec<Finding> {
+    let text = script.text.as_str();
+    let language = script.language;
+    let parsed = parse_text(language, text);
+    let rules = validator.rules().tree(language);
+    let tree = rules.grammar.parse(&parsed);
+    let pos = Positions::new(text);
+    walk::run(validator.kinds(), rules, &tree, &parsed, &pos).syntax
+}
 
 pub fn finding(positions: &Positions<'_>, at: usize, rule: &str, message: String) -> Finding {
     let (line, column) = positions.at(at);
