@@ -18,7 +18,7 @@ use std::borrow::Cow;
 
 use tree_sitter::Node;
 
-use super::{excerpt, finding, first_token};
+use super::{bash_words, excerpt, finding, first_token};
 use crate::rules::grammar::{Grammar, text};
 use crate::validate::verdict::{Finding, Positions};
 
@@ -64,12 +64,18 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
     edits.extend(empty_backquotes(src));
     edits.extend(word_hashes(src));
     edits.extend(lone_dollars(src));
+    edits.extend(bash_words::test_brackets(src));
+    edits.extend(bash_words::arithmetic(src));
     let braces = starts_a_line_with_a_brace_list(text);
     if edits.is_empty() && !braces {
         return Cow::Borrowed(text);
     }
     let mut bytes = src.to_vec();
     for range in edits {
+        if range.start >= 2 && &src[range.start - 2..range.start] == b"((" {
+            bash_words::blank_arithmetic(&mut bytes[range]);
+            continue;
+        }
         // An empty `$( )` becomes a quoted blank, `'  '`: still one word, as bash sees it.
         if src[range.start] == b'$' && src.get(range.start + 1) == Some(&b'(') {
             bytes[range.clone()].fill(b' ');
@@ -77,7 +83,7 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
             bytes[range.end - 1] = b'\'';
         } else if src[range.start] == b'`' {
             bytes[range].fill(b'\'');
-        } else if matches!(src[range.start], b'#' | b'$') && range.len() == 1 {
+        } else if matches!(src[range.start], b'#' | b'$' | b'[') && range.len() == 1 {
             bytes[range.start] = b'_';
         } else {
             bytes[range].fill(b' ');
