@@ -10,8 +10,7 @@
 //! same byte offsets). A reserved word in command position (a stray `fi`, `done`, `then`) parses as a
 //! command named `fi`; bash rejects it, and so does this layer. `print("x")` parses as a command
 //! with a subshell argument and an indented here-document delimiter as a terminator; bash rejects
-//! both. `3<>file` gets an ERROR for the `>` of its `<>` operator, inside
-//! an otherwise complete redirect: also not reported. An unterminated heredoc is only a warning for `bash -n`, but it
+//! both. The grammar has no `<>` operator (`exec 3<>file`); [`normalize`] rewrites it. An unterminated heredoc is only a warning for `bash -n`, but it
 //! swallows the rest of the script, so it is rejected here.
 
 use std::borrow::Cow;
@@ -65,6 +64,8 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
     edits.extend(word_hashes(src));
     edits.extend(lone_dollars(src));
     edits.extend(bash_words::test_brackets(src));
+    edits.extend(bash_words::read_write_redirects(src));
+    edits.extend(bash_words::negated_compounds(src));
     edits.extend(bash_words::arithmetic(src));
     let braces = starts_a_line_with_a_brace_list(text);
     if edits.is_empty() && !braces {
@@ -83,6 +84,10 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
             bytes[range.end - 1] = b'\'';
         } else if src[range.start] == b'`' {
             bytes[range].fill(b'\'');
+        } else if &src[range.clone()] == b"<>" {
+            bytes[range].fill(b'>');
+        } else if src[range.start] == b'!' {
+            bytes[range.start] = b' ';
         } else if matches!(src[range.start], b'#' | b'$' | b'[') && range.len() == 1 {
             bytes[range.start] = b'_';
         } else {
@@ -135,13 +140,32 @@ fn word_hashes(src: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ 
     })
 }
 
-/// A `$` right before an operator (`echo a$|| b`) is a literal dollar for bash; the grammar wants
-/// an expansion. It becomes `_`.
+/// A `$` before a character that cannot start an expansion (`echo a$|| b`, `/tmp/$.bin`) is a
+/// literal dollar for bash; the grammar wants an expansion. It becomes `_`.
 fn lone_dollars(src: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
     memchr::memchr_iter(b'$', src).filter_map(move |at| {
         let next = src.get(at + 1)?;
         let escaped = at > 0 && src[at - 1] == b'\\';
-        (!escaped && matches!(next, b'|' | b'&' | b';' | b'<' | b'>')).then_some(at..at + 1)
+        let literal = matches!(
+            next,
+            b'|' | b'&'
+                | b';'
+                | b'<'
+                | b'>'
+                | b'/'
+                | b'.'
+                | b','
+                | b':'
+                | b'='
+                | b'+'
+                | b'%'
+                | b'^'
+                | b'~'
+                | b']'
+                | b'}'
+                | b')'
+        );
+        (!escaped && literal).then_some(at..at + 1)
     })
 }
 
@@ -199,7 +223,6 @@ pub struct BashSyntax {
     word: u16,
     f_name: u16,
     heredoc_redirect: u16,
-    file_redirect: u16,
     heredoc_start: u16,
     heredoc_body: u16,
     comment: u16,
@@ -219,7 +242,6 @@ impl BashSyntax {
             word: g.known_kind("word"),
             f_name: g.known_field("name"),
             heredoc_redirect: g.known_kind("heredoc_redirect"),
-            file_redirect: g.known_kind("file_redirect"),
             heredoc_start: g.known_kind("heredoc_start"),
             heredoc_body: g.known_kind("heredoc_body"),
             comment: g.known_kind("comment"),
@@ -258,9 +280,6 @@ impl BashSyntax {
         if has_errors && node.is_error() {
             if let Some(region) = self.heredoc_gap(node, src) {
                 regions.push(region);
-                return false;
-            }
-            if self.read_write_redirect_gap(node, src) {
                 return false;
             }
             out.push(error_message(node, src, pos));
@@ -406,20 +425,6 @@ impl BashSyntax {
             .map_or(src.len(), |i| node.end_byte() + i)
             .min(body_start);
         Some((node.end_byte(), line_end))
-    }
-
-    /// `3<>file` (open for reading and writing) is valid bash, but the grammar has no `<>` operator:
-    /// it leaves the `>` as an ERROR inside an otherwise complete file_redirect.
-    fn read_write_redirect_gap(&self, node: Node<'_>, src: &str) -> bool {
-        let at = node.start_byte();
-        node.parent()
-            .is_some_and(|p| p.kind_id() == self.file_redirect)
-            && match text(node, src) {
-                ">" => src[..at].ends_with('<'),
-                // Error recovery sometimes keeps the `>` and drops the `<` (when a `$(…)` follows).
-                "<" => src[at..].starts_with("<>"),
-                _ => false,
-            }
     }
 
     fn missing_message(&self, node: Node<'_>, src: &str, pos: &Positions<'_>) -> Finding {

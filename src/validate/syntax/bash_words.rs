@@ -36,6 +36,30 @@ pub fn test_brackets(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
         .map(|at| at..at + 1)
 }
 
+/// `<>` (open for reading and writing; the grammar has no such operator) becomes `>>`: a redirect
+/// that opens the file for writing without truncating it, as `<>` does, so rules on writes see it.
+pub fn read_write_redirects(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    memchr::memmem::find_iter(src, b"<>")
+        .filter(move |&at| at == 0 || src[at - 1] != b'<')
+        .map(|at| at..at + 2)
+}
+
+/// `! if …`, `! { …; }`: negating a compound command is valid bash; the grammar takes only simple
+/// commands after `!`. The `!` becomes a blank (no rule depends on the negation).
+pub fn negated_compounds(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    const COMPOUND: [&[u8]; 8] = [
+        b"if ", b"while ", b"until ", b"for ", b"case ", b"{ ", b"(", b"[[ ",
+    ];
+    memchr::memchr_iter(b'!', src)
+        .filter(move |&at| {
+            let rest = src[at + 1..].trim_ascii_start();
+            rest.len() < src.len() - at - 1
+                && COMPOUND.iter().any(|k| rest.starts_with(k))
+                && command_position(src, at)
+        })
+        .map(|at| at..at + 1)
+}
+
 /// The insides of arithmetic `((…))` that bash leaves unparsed: after `$`, in command position or
 /// after `for`. Arithmetic holding a command substitution is left alone (its command is code).
 pub fn arithmetic(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
