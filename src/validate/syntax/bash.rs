@@ -226,6 +226,8 @@ pub struct BashSyntax {
     heredoc_start: u16,
     heredoc_body: u16,
     comment: u16,
+    file_redirect: u16,
+    f_destination: u16,
     compound_statement: u16,
     do_group: u16,
     if_statement: u16,
@@ -245,6 +247,8 @@ impl BashSyntax {
             heredoc_start: g.known_kind("heredoc_start"),
             heredoc_body: g.known_kind("heredoc_body"),
             comment: g.known_kind("comment"),
+            file_redirect: g.known_kind("file_redirect"),
+            f_destination: g.known_field("destination"),
             compound_statement: g.known_kind("compound_statement"),
             do_group: g.known_kind("do_group"),
             if_statement: g.known_kind("if_statement"),
@@ -258,6 +262,8 @@ impl BashSyntax {
         vec![
             self.command,
             self.heredoc_end,
+            self.heredoc_start,
+            self.file_redirect,
             self.compound_statement,
             self.do_group,
             self.if_statement,
@@ -319,6 +325,28 @@ impl BashSyntax {
         }
         if node.kind_id() == self.heredoc_end {
             self.check_heredoc_end(node, src, pos, out);
+        }
+        if node.kind_id() == self.heredoc_start
+            && let Some(wanted) = glued_delimiter(node, src)
+        {
+            out.push(finding(
+                pos,
+                node.start_byte(),
+                "unterminated-heredoc",
+                format!("here-document delimited by end of file (wanted `{wanted}`)"),
+            ));
+        }
+        if node.kind_id() == self.file_redirect
+            && let Some(target) = node.child_by_field_id(self.f_destination)
+            && target.start_position().row != node.start_position().row
+            && !src[node.start_byte()..target.start_byte()].contains("\\\n")
+        {
+            out.push(finding(
+                pos,
+                node.start_byte(),
+                "unexpected-token",
+                "syntax error near unexpected token `newline`: a redirection needs its file on the same line".into(),
+            ));
         }
         if let Some((at, token)) = self.empty_body(node, src) {
             out.push(finding(
@@ -463,6 +491,36 @@ impl BashSyntax {
         };
         finding(pos, at, rule, message)
     }
+}
+
+/// `<<'K'x`: bash's delimiter is the whole word (`Kx`, quotes removed), the grammar's only the
+/// quoted part. Returns bash's delimiter when no line of the rest of the script matches it (bash
+/// then reads to end of file).
+fn glued_delimiter(start: Node<'_>, src: &str) -> Option<String> {
+    let from = start.start_byte();
+    let word_end = src[from..]
+        .find([' ', '\t', '\n', ';', '&', '|', '<', '>', '(', ')'])
+        .map_or(src.len(), |i| from + i);
+    if word_end <= start.end_byte() {
+        return None;
+    }
+    let wanted: String = src[from..word_end]
+        .chars()
+        .filter(|c| !matches!(c, '\'' | '"' | '\\'))
+        .collect();
+    let strips_tabs = src[..from].trim_end().ends_with("<<-");
+    let body = src[word_end..]
+        .split_once('\n')
+        .map_or("", |(_, rest)| rest);
+    let ends = body.lines().any(|l| {
+        let l = if strips_tabs {
+            l.trim_start_matches('\t')
+        } else {
+            l
+        };
+        l == wanted
+    });
+    (!ends).then_some(wanted)
 }
 
 fn error_message(node: Node<'_>, src: &str, pos: &Positions<'_>) -> Finding {
