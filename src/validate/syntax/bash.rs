@@ -10,15 +10,14 @@
 //! same byte offsets). A reserved word in command position (a stray `fi`, `done`, `then`) parses as a
 //! command named `fi`; bash rejects it, and so does this layer. `print("x")` parses as a command
 //! with a subshell argument and an indented here-document delimiter as a terminator; bash rejects
-//! both. `3<>file` gets an ERROR for the `>` of its `<>` operator, inside
-//! an otherwise complete redirect: also not reported. An unterminated heredoc is only a warning for `bash -n`, but it
+//! both. The grammar has no `<>` operator (`exec 3<>file`); [`normalize`] rewrites it. An unterminated heredoc is only a warning for `bash -n`, but it
 //! swallows the rest of the script, so it is rejected here.
 
 use std::borrow::Cow;
 
 use tree_sitter::Node;
 
-use super::{excerpt, finding, first_token};
+use super::{bash_words, excerpt, finding, first_token};
 use crate::rules::grammar::{Grammar, text};
 use crate::validate::verdict::{Finding, Positions};
 
@@ -60,19 +59,114 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
         };
         edits.push(range);
     }
+    edits.extend(empty_command_substitutions(src));
+    edits.extend(empty_backquotes(src));
+    edits.extend(word_hashes(src));
+    edits.extend(lone_dollars(src));
+    edits.extend(bash_words::test_brackets(src));
+    edits.extend(bash_words::read_write_redirects(src));
+    edits.extend(bash_words::negated_compounds(src));
+    edits.extend(bash_words::arithmetic(src));
     let braces = starts_a_line_with_a_brace_list(text);
     if edits.is_empty() && !braces {
         return Cow::Borrowed(text);
     }
     let mut bytes = src.to_vec();
     for range in edits {
-        bytes[range].fill(b' ');
+        if range.start >= 2 && &src[range.start - 2..range.start] == b"((" {
+            bash_words::blank_arithmetic(&mut bytes[range]);
+            continue;
+        }
+        // An empty `$( )` becomes a quoted blank, `'  '`: still one word, as bash sees it.
+        if src[range.start] == b'$' && src.get(range.start + 1) == Some(&b'(') {
+            bytes[range.clone()].fill(b' ');
+            bytes[range.start] = b'\'';
+            bytes[range.end - 1] = b'\'';
+        } else if src[range.start] == b'`' {
+            bytes[range].fill(b'\'');
+        } else if &src[range.clone()] == b"<>" {
+            bytes[range].fill(b'>');
+        } else if src[range.start] == b'!' {
+            bytes[range.start] = b' ';
+        } else if matches!(src[range.start], b'#' | b'$' | b'[') && range.len() == 1 {
+            bytes[range.start] = b'_';
+        } else {
+            bytes[range].fill(b' ');
+        }
     }
     if braces {
         brace_lists_to_words(&mut bytes);
     }
     // Only ASCII bytes were replaced by ASCII spaces, so the bytes are still UTF-8.
     Cow::Owned(String::from_utf8(bytes).expect("ASCII-for-ASCII replacement keeps UTF-8"))
+}
+
+/// `$()` and `$( )`: an empty command substitution (valid, expands to nothing); the grammar wants
+/// a command inside.
+fn empty_command_substitutions(src: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    memchr::memmem::find_iter(src, b"$(").filter_map(move |at| {
+        let blanks = src[at + 2..]
+            .iter()
+            .take_while(|b| matches!(b, b' ' | b'\t'))
+            .count();
+        let close = at + 2 + blanks;
+        (src.get(close) == Some(&b')')).then_some(at..close + 1)
+    })
+}
+
+/// ``` `` ```: an empty backquoted command substitution, like `$()`; it becomes `''`.
+fn empty_backquotes(src: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    memchr::memmem::find_iter(src, b"``").filter_map(move |at| {
+        let before = at.checked_sub(1).map(|i| src[i]);
+        let lone = !matches!(before, Some(b'`' | b'\\')) && src.get(at + 2) != Some(&b'`');
+        lone.then_some(at..at + 2)
+    })
+}
+
+/// A `#` inside a word that starts like a name (`KEY#x`, `a#b`) is part of the word for bash (a
+/// comment starts only at the beginning of a word); the grammar reads it as a comment in command
+/// and `export` positions. It becomes `_`, another word character.
+fn word_hashes(src: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    memchr::memchr_iter(b'#', src).filter_map(move |at| {
+        let name = src[..at]
+            .iter()
+            .rev()
+            .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+            .count();
+        let before = at.checked_sub(name + 1).map(|i| src[i]);
+        let starts_word =
+            before.is_none_or(|b| matches!(b, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|'));
+        (name > 0 && starts_word).then_some(at..at + 1)
+    })
+}
+
+/// A `$` before a character that cannot start an expansion (`echo a$|| b`, `/tmp/$.bin`) is a
+/// literal dollar for bash; the grammar wants an expansion. It becomes `_`.
+fn lone_dollars(src: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    memchr::memchr_iter(b'$', src).filter_map(move |at| {
+        let next = src.get(at + 1)?;
+        let escaped = at > 0 && src[at - 1] == b'\\';
+        let literal = matches!(
+            next,
+            b'|' | b'&'
+                | b';'
+                | b'<'
+                | b'>'
+                | b'/'
+                | b'.'
+                | b','
+                | b':'
+                | b'='
+                | b'+'
+                | b'%'
+                | b'^'
+                | b'~'
+                | b']'
+                | b'}'
+                | b')'
+        );
+        (!escaped && literal).then_some(at..at + 1)
+    })
 }
 
 /// Cheap check for [`brace_lists_to_words`]: a line whose first word starts with `{` and has a comma.
@@ -129,9 +223,16 @@ pub struct BashSyntax {
     word: u16,
     f_name: u16,
     heredoc_redirect: u16,
-    file_redirect: u16,
     heredoc_start: u16,
     heredoc_body: u16,
+    comment: u16,
+    file_redirect: u16,
+    f_destination: u16,
+    compound_statement: u16,
+    do_group: u16,
+    if_statement: u16,
+    elif_clause: u16,
+    else_clause: u16,
 }
 
 impl BashSyntax {
@@ -143,15 +244,32 @@ impl BashSyntax {
             word: g.known_kind("word"),
             f_name: g.known_field("name"),
             heredoc_redirect: g.known_kind("heredoc_redirect"),
-            file_redirect: g.known_kind("file_redirect"),
             heredoc_start: g.known_kind("heredoc_start"),
             heredoc_body: g.known_kind("heredoc_body"),
+            comment: g.known_kind("comment"),
+            file_redirect: g.known_kind("file_redirect"),
+            f_destination: g.known_field("destination"),
+            compound_statement: g.known_kind("compound_statement"),
+            do_group: g.known_kind("do_group"),
+            if_statement: g.known_kind("if_statement"),
+            elif_clause: g.known_kind("elif_clause"),
+            else_clause: g.known_kind("else_clause"),
         }
     }
 
     /// The node kinds [`BashSyntax::check`] looks at when the tree has no errors.
     pub fn kinds(&self) -> Vec<u16> {
-        vec![self.command, self.heredoc_end]
+        vec![
+            self.command,
+            self.heredoc_end,
+            self.heredoc_start,
+            self.file_redirect,
+            self.compound_statement,
+            self.do_group,
+            self.if_statement,
+            self.elif_clause,
+            self.else_clause,
+        ]
     }
 
     /// Checks one node. Returns false when the walk should not descend. `regions` receives byte
@@ -168,9 +286,6 @@ impl BashSyntax {
         if has_errors && node.is_error() {
             if let Some(region) = self.heredoc_gap(node, src) {
                 regions.push(region);
-                return false;
-            }
-            if self.read_write_redirect_gap(node, src) {
                 return false;
             }
             out.push(error_message(node, src, pos));
@@ -211,7 +326,81 @@ impl BashSyntax {
         if node.kind_id() == self.heredoc_end {
             self.check_heredoc_end(node, src, pos, out);
         }
+        if node.kind_id() == self.heredoc_start
+            && let Some(wanted) = glued_delimiter(node, src)
+        {
+            out.push(finding(
+                pos,
+                node.start_byte(),
+                "unterminated-heredoc",
+                format!("here-document delimited by end of file (wanted `{wanted}`)"),
+            ));
+        }
+        if node.kind_id() == self.file_redirect
+            && let Some(target) = node.child_by_field_id(self.f_destination)
+            && target.start_position().row != node.start_position().row
+            && !src[node.start_byte()..target.start_byte()].contains("\\\n")
+        {
+            out.push(finding(
+                pos,
+                node.start_byte(),
+                "unexpected-token",
+                "syntax error near unexpected token `newline`: a redirection needs its file on the same line".into(),
+            ));
+        }
+        if let Some((at, token)) = self.empty_body(node, src) {
+            out.push(finding(
+                pos,
+                at,
+                "unexpected-token",
+                format!("syntax error near unexpected token `{token}`: empty command list"),
+            ));
+        }
         true
+    }
+
+    /// bash wants at least one command in `{ }`, `do … done` and every branch of an `if`; the
+    /// grammar accepts an empty body (or one holding only comments). Returns the position and the
+    /// token bash stops at.
+    fn empty_body<'s>(&self, node: Node<'_>, src: &'s str) -> Option<(usize, &'s str)> {
+        let kind = node.kind_id();
+        let whole_node = kind == self.compound_statement || kind == self.do_group;
+        // For if/elif the body runs from `then` to the next clause or `fi`; an else clause's body
+        // is all of it.
+        let mut in_body = whole_node || kind == self.else_clause;
+        if !in_body && kind != self.if_statement && kind != self.elif_clause {
+            return None;
+        }
+        let mut has_command = false;
+        for child in node.children(&mut node.walk()) {
+            let k = child.kind_id();
+            if !child.is_named() {
+                match text(child, src) {
+                    "then" => in_body = true,
+                    "fi" | "}" | "done" if in_body && !has_command => {
+                        return Some((child.start_byte(), text(child, src)));
+                    }
+                    _ => {}
+                }
+            } else if k == self.elif_clause || k == self.else_clause {
+                if in_body && !has_command {
+                    return Some((
+                        child.start_byte(),
+                        if k == self.elif_clause {
+                            "elif"
+                        } else {
+                            "else"
+                        },
+                    ));
+                }
+                in_body = false;
+            } else if in_body && k != self.comment {
+                has_command = true;
+            }
+        }
+        // An elif or else clause ends where the `fi` of its if statement is.
+        let clause = kind == self.else_clause || kind == self.elif_clause;
+        (clause && in_body && !has_command).then(|| (node.end_byte(), "fi"))
     }
 
     /// bash ends a `<<` here-document only at a line that is exactly the delimiter, and a `<<-` one
@@ -266,15 +455,6 @@ impl BashSyntax {
         Some((node.end_byte(), line_end))
     }
 
-    /// `3<>file` (open for reading and writing) is valid bash, but the grammar has no `<>` operator:
-    /// it leaves the `>` as an ERROR inside an otherwise complete file_redirect.
-    fn read_write_redirect_gap(&self, node: Node<'_>, src: &str) -> bool {
-        node.parent()
-            .is_some_and(|p| p.kind_id() == self.file_redirect)
-            && text(node, src) == ">"
-            && src[..node.start_byte()].ends_with('<')
-    }
-
     fn missing_message(&self, node: Node<'_>, src: &str, pos: &Positions<'_>) -> Finding {
         let (rule, message) = match node.kind() {
             "fi" => ("unterminated-if", "`if` without `fi`".to_string()),
@@ -311,6 +491,36 @@ impl BashSyntax {
         };
         finding(pos, at, rule, message)
     }
+}
+
+/// `<<'K'x`: bash's delimiter is the whole word (`Kx`, quotes removed), the grammar's only the
+/// quoted part. Returns bash's delimiter when no line of the rest of the script matches it (bash
+/// then reads to end of file).
+fn glued_delimiter(start: Node<'_>, src: &str) -> Option<String> {
+    let from = start.start_byte();
+    let word_end = src[from..]
+        .find([' ', '\t', '\n', ';', '&', '|', '<', '>', '(', ')'])
+        .map_or(src.len(), |i| from + i);
+    if word_end <= start.end_byte() {
+        return None;
+    }
+    let wanted: String = src[from..word_end]
+        .chars()
+        .filter(|c| !matches!(c, '\'' | '"' | '\\'))
+        .collect();
+    let strips_tabs = src[..from].trim_end().ends_with("<<-");
+    let body = src[word_end..]
+        .split_once('\n')
+        .map_or("", |(_, rest)| rest);
+    let ends = body.lines().any(|l| {
+        let l = if strips_tabs {
+            l.trim_start_matches('\t')
+        } else {
+            l
+        };
+        l == wanted
+    });
+    (!ends).then_some(wanted)
 }
 
 fn error_message(node: Node<'_>, src: &str, pos: &Positions<'_>) -> Finding {

@@ -4,12 +4,17 @@
 //! The checks run per node inside the one validation walk ([`super::walk`]).
 
 pub mod bash;
+mod bash_words;
 pub mod python;
+pub mod python_forms;
+mod python_lines;
 
 use tree_sitter::Node;
 
 use super::verdict::{Finding, Layer, Positions, Severity};
+use super::{Validator, parse_text, walk};
 use crate::rules::grammar::text;
+use crate::script::Script;
 
 /// Trees deeper than this are rejected: CPython refuses ~200 nested brackets, and every later
 /// algorithm may then rely on bounded depth.
@@ -17,6 +22,19 @@ pub const MAX_DEPTH: usize = 400;
 
 /// At most this many syntax findings are reported; the first is what matters.
 pub const MAX_FINDINGS: usize = 5;
+
+/// The syntax layer's verdict on its own: the findings that make a script fail to parse (empty
+/// when it parses), without the size, language, secret or dangerous layers. This is what the
+/// interpreter's own parser is compared with.
+pub fn check(validator: &Validator, script: &Script) -> Vec<Finding> {
+    let text = script.text.as_str();
+    let language = script.language;
+    let parsed = parse_text(language, text);
+    let rules = validator.rules().tree(language);
+    let tree = rules.grammar.parse(&parsed);
+    let pos = Positions::new(text);
+    walk::run(validator.kinds(), rules, &tree, &parsed, &pos).syntax
+}
 
 pub fn finding(positions: &Positions<'_>, at: usize, rule: &str, message: String) -> Finding {
     let (line, column) = positions.at(at);
@@ -59,4 +77,110 @@ pub fn too_deep(positions: &Positions<'_>, node: Node<'_>) -> Finding {
         "nesting-too-deep",
         format!("nesting is deeper than {MAX_DEPTH} levels"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check;
+    use crate::rules::RuleSet;
+    use crate::script::{Language, Script};
+    use crate::validate::{ValidationConfig, Validator};
+
+    /// (script, the rule of the first syntax finding, or None when the interpreter accepts it).
+    /// Each row is a category the differential test found or the issue named; the interpreter's
+    /// verdict was checked with CPython 3.11 `compile()` and bash 5.2 `bash -n`.
+    const PYTHON: &[(&str, Option<&str>)] = &[
+        ("def f(*, **kw): pass\n", Some("invalid-syntax")),
+        ("f = lambda *, **k: 0\n", Some("invalid-syntax")),
+        ("def f(*, a, **kw): pass\n", None),
+        ("f\"{x!z}\"\n", Some("invalid-syntax")),
+        ("f\"{x!r:>10} {y=}\"\n", None),
+        ("del f()\n", Some("invalid-syntax")),
+        ("del x + 1\n", Some("invalid-syntax")),
+        ("del (a, b), [c], d.e, f[0]\n", None),
+        ("f\"{\"a\"}\"\n", Some("newer-python")),
+        ("f'{\"a\"}'\nf'''{'a'}'''\n", None),
+        ("f\"{x\\n}\"\n", Some("newer-python")),
+        ("f'{x:\\n}'\n", None),
+        ("type X = int\n", Some("newer-python")),
+        ("def f[T](x: T): pass\n", Some("newer-python")),
+        ("class C[T]: pass\n", Some("newer-python")),
+        ("def f(x: list[int]) -> dict[str, int]: pass\n", None),
+        ("try:\n    pass\nexcept* ValueError:\n    pass\n", None),
+        ("import \nshutil\n", Some("invalid-syntax")),
+        ("x = a +\n    b\n", Some("invalid-syntax")),
+        ("if a +\n    b:\n    pass\n", Some("invalid-syntax")),
+        ("a = 1  b = 2\n", Some("invalid-syntax")),
+        ("x = f(1)y = 2\n", Some("invalid-syntax")),
+        ("x = 1; y = 2\n", None),
+        ("x = {\"\n\": 1}\n", Some("unterminated-string")),
+        ("s = 'a\\\nb'\n", None),
+        (
+            "@dec\ndef f(\n    a,\n) -> int:\n    return (1 +\n        2)\n\n\nif a and \\\n        b:\n    pass\n",
+            None,
+        ),
+        (
+            "match x:\n    case [\"a\", y]:\n        pass\n    case _:\n        pass\n",
+            None,
+        ),
+    ];
+
+    const BASH: &[(&str, Option<&str>)] = &[
+        ("f() { }\n", Some("unexpected-token")),
+        ("{ }\n", Some("unexpected-token")),
+        (
+            "if true; then\n  # only a comment\nfi\n",
+            Some("unexpected-token"),
+        ),
+        (
+            "if true; then :; else\n  # c\nfi\n",
+            Some("unexpected-token"),
+        ),
+        ("if a; then b; elif c; then\nfi\n", Some("unexpected-token")),
+        ("while true; do\n  # c\ndone\n", Some("unexpected-token")),
+        ("for x in a; do done\n", Some("unexpected-token")),
+        ("if a; then b; elif c; then d; else e; fi\n", None),
+        ("case x in a) ;; esac\n", None),
+        ("exec 3<>file\necho \"$(date)\"\n", None),
+        ("exec 3<>file\necho hi\n", None),
+        ("x=$( )\ny=``\necho \"a$()b\"\n", None),
+        ("AZ# x\nexport K#=1\na=1 b#c\n", None),
+        ("echo $((16#ff)) ${x#p} ${#x} $#\n", None),
+        ("echo a$|| echo b\n", None),
+    ];
+
+    fn first_rule(v: &Validator, language: Language, text: &str) -> Option<String> {
+        check(v, &Script::new(language, text))
+            .first()
+            .map(|f| f.rule.clone())
+    }
+
+    #[test]
+    fn categories_match_the_interpreters() {
+        let v = Validator::new(
+            RuleSet::embedded().expect("rules"),
+            ValidationConfig::default(),
+        );
+        for (language, table) in [(Language::Python, PYTHON), (Language::Bash, BASH)] {
+            for (text, want) in table {
+                let got = first_rule(&v, language, text);
+                assert_eq!(got.as_deref(), *want, "{language:?}: {text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn newer_syntax_names_both_versions() {
+        let v = Validator::new(
+            RuleSet::embedded().expect("rules"),
+            ValidationConfig::default(),
+        );
+        let found = check(&v, &Script::new(Language::Python, "type X = int\n"));
+        let message = &found.first().expect("a finding").message;
+        assert!(
+            message.contains("requires Python 3.12; the runner has 3.11")
+                || message.contains("require Python 3.12; the runner has 3.11"),
+            "{message}"
+        );
+    }
 }

@@ -9,6 +9,8 @@
 
 use tree_sitter::{Node, TreeCursor};
 
+use super::python_forms::{Forms, PythonVersion, RUNNER_PYTHON};
+use super::python_lines::Lines;
 use super::{excerpt, finding, first_token};
 use crate::rules::grammar::{Grammar, text};
 use crate::validate::verdict::{Finding, Positions};
@@ -35,10 +37,18 @@ pub struct PySyntax {
     keyword_argument: u16,
     list_splat: u16,
     dictionary_splat: u16,
+    forms: Forms,
+    lines: Lines,
 }
 
 impl PySyntax {
+    /// Checks against the runner's Python ([`RUNNER_PYTHON`]).
     pub fn new(g: &Grammar) -> Self {
+        Self::for_version(g, RUNNER_PYTHON)
+    }
+
+    /// Checks against Python `target`: syntax a later version introduced is an error.
+    pub fn for_version(g: &Grammar, target: PythonVersion) -> Self {
         let k = |n| g.known_kind(n);
         PySyntax {
             module: k("module"),
@@ -67,6 +77,8 @@ impl PySyntax {
             keyword_argument: k("keyword_argument"),
             list_splat: k("list_splat"),
             dictionary_splat: k("dictionary_splat"),
+            forms: Forms::new(g, target),
+            lines: Lines::new(g),
         }
     }
 
@@ -88,6 +100,7 @@ impl PySyntax {
             self.argument_list,
         ];
         kinds.extend(self.clauses);
+        kinds.extend(self.forms.kinds());
         kinds
     }
 
@@ -114,6 +127,10 @@ impl PySyntax {
         }
         let kind = node.kind_id();
         let at = node.start_byte();
+        if let Some((rule, message)) = self.forms.check(node, ancestors.last().copied(), src) {
+            out.push(finding(pos, at, rule, message));
+            return true;
+        }
         let mut bad =
             |rule: &str, message: &str| out.push(finding(pos, at, rule, message.to_string()));
         if kind == self.print_statement {
@@ -170,12 +187,39 @@ impl PySyntax {
             }
         } else if kind == self.block {
             self.check_block(node, ancestors.last().copied(), scratch, src, pos, out);
+            self.check_lines(node, scratch, src, pos, out);
         } else if kind == self.module {
             check_siblings(node, scratch, src, pos, Some((0, 0)), out);
+            self.check_lines(node, scratch, src, pos, out);
         } else if self.clauses.contains(&kind) {
             self.check_clause(node, ancestors.last().copied(), src, pos, out);
         }
         true
+    }
+
+    /// The Python version this checks against.
+    pub fn target(&self) -> PythonVersion {
+        self.forms.target()
+    }
+
+    /// Statement boundaries of a module or block (see [`super::python_lines`]).
+    fn check_lines<'t>(
+        &self,
+        parent: Node<'t>,
+        scratch: &mut TreeCursor<'t>,
+        src: &str,
+        pos: &Positions<'_>,
+        out: &mut Vec<Finding>,
+    ) {
+        scratch.reset(parent);
+        let mut prev = None;
+        for stmt in parent.named_children(scratch).filter(|c| !c.is_extra()) {
+            if let Some((at, message)) = self.lines.check(stmt, prev, src) {
+                out.push(finding(pos, at, "invalid-syntax", message.to_string()));
+                return;
+            }
+            prev = Some(stmt);
+        }
     }
 
     /// CPython's rules for argument order: no positional argument after a keyword argument or

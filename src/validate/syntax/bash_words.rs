@@ -1,0 +1,129 @@
+//! Bash constructs whose insides `bash -n` does not parse but the grammar does, strictly: the
+//! operands of `[ … ]` (for bash `[` is a command and `]` its last argument) and arithmetic
+//! (`$(( … ))`, `(( … ))`, `for (( …; …; … ))`, evaluated only when they run). Each pass returns
+//! the byte ranges [`super::bash::normalize`] rewrites so the grammar sees what bash sees.
+
+use std::ops::Range;
+
+/// Words after which a command starts.
+const OPENERS: [&[u8]; 8] = [
+    b"if", b"then", b"do", b"else", b"elif", b"while", b"until", b"time",
+];
+
+/// Whether a command may start at `at`: after a line start, a command separator or a keyword.
+pub fn command_position(src: &[u8], at: usize) -> bool {
+    let before = src[..at].iter().rposition(|b| !matches!(b, b' ' | b'\t'));
+    let Some(end) = before else { return true };
+    if matches!(src[end], b'\n' | b';' | b'&' | b'|' | b'!' | b'{') {
+        return true;
+    }
+    let word_start = src[..=end]
+        .iter()
+        .rposition(|b| !b.is_ascii_alphabetic())
+        .map_or(0, |i| i + 1);
+    let starts_line = word_start == 0 || matches!(src[word_start - 1], b' ' | b'\t' | b'\n' | b';');
+    starts_line && OPENERS.contains(&&src[word_start..=end])
+}
+
+/// A `[` that starts a command (not `[[`): it becomes a plain word.
+pub fn test_brackets(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    memchr::memchr_iter(b'[', src)
+        .filter(move |&at| {
+            src.get(at + 1) != Some(&b'[')
+                && (at == 0 || src[at - 1] != b'[')
+                && command_position(src, at)
+        })
+        .map(|at| at..at + 1)
+}
+
+/// `<>` (open for reading and writing; the grammar has no such operator) becomes `>>`: a redirect
+/// that opens the file for writing without truncating it, as `<>` does, so rules on writes see it.
+pub fn read_write_redirects(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    memchr::memmem::find_iter(src, b"<>")
+        .filter(move |&at| at == 0 || src[at - 1] != b'<')
+        .map(|at| at..at + 2)
+}
+
+/// `! if …`, `! { …; }`: negating a compound command is valid bash; the grammar takes only simple
+/// commands after `!`. The `!` becomes a blank (no rule depends on the negation).
+pub fn negated_compounds(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    const COMPOUND: [&[u8]; 8] = [
+        b"if ", b"while ", b"until ", b"for ", b"case ", b"{ ", b"(", b"[[ ",
+    ];
+    memchr::memchr_iter(b'!', src)
+        .filter(move |&at| {
+            let rest = src[at + 1..].trim_ascii_start();
+            rest.len() < src.len() - at - 1
+                && COMPOUND.iter().any(|k| rest.starts_with(k))
+                && command_position(src, at)
+        })
+        .map(|at| at..at + 1)
+}
+
+/// The insides of arithmetic `((…))` that bash leaves unparsed: after `$`, in command position or
+/// after `for`. Arithmetic holding a command substitution is left alone (its command is code).
+pub fn arithmetic(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    memchr::memmem::find_iter(src, b"((").filter_map(move |at| {
+        let opened = (at > 0 && src[at - 1] == b'$')
+            || command_position(src, at)
+            || src[..at].trim_ascii_end().ends_with(b"for");
+        if !opened {
+            return None;
+        }
+        let start = at + 2;
+        let end = closing(src, start)?;
+        let inside = &src[start..end];
+        let opaque = !inside.trim_ascii().is_empty()
+            && !inside.contains(&b'`')
+            && memchr::memmem::find(inside, b"$(").is_none();
+        opaque.then_some(start..end)
+    })
+}
+
+/// The index of the `))` that closes arithmetic opened just before `from`.
+fn closing(src: &[u8], from: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = from;
+    while i < src.len() {
+        match src[i] {
+            b'(' => depth += 1,
+            b')' if depth == 0 => return (src.get(i + 1) == Some(&b')')).then_some(i),
+            b')' => depth -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Rewrites the inside of one arithmetic range: a `0`, or for a `for ((…;…;…))` only its `;`.
+pub fn blank_arithmetic(bytes: &mut [u8]) {
+    let three_parts = bytes.contains(&b';');
+    for b in bytes.iter_mut() {
+        if !(three_parts && *b == b';') {
+            *b = b' ';
+        }
+    }
+    if !three_parts {
+        bytes[0] = b'0';
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_start_after_separators_and_keywords() {
+        let src = b"[ a ]; if [ b ]; then [ c ]; fi\necho [ x\nx=([k]=v)";
+        let at: Vec<usize> = test_brackets(src).map(|r| r.start).collect();
+        assert_eq!(at, vec![0, 10, 22]);
+    }
+
+    #[test]
+    fn arithmetic_insides_are_found_unless_they_run_a_command() {
+        let src = b"n=$((n + ))\n((i++))\nfor ((i=0; i<3; i++)); do :; done\nm=$(( $(date +%s) ))\n( (x) )";
+        let found: Vec<&[u8]> = arithmetic(src).map(|r| &src[r]).collect();
+        assert_eq!(found, vec![&b"n + "[..], b"i++", b"i=0; i<3; i++"]);
+    }
+}

@@ -1,0 +1,294 @@
+//! Python forms tree-sitter-python accepts but CPython rejects: some always (`def f(*, **kw)`,
+//! `f"{x!z}"`, `del f()`), some only before the version that introduced them (PEP 695 generics and
+//! `type` aliases, PEP 701 f-strings). The target is the interpreter the runner ships, a parameter
+//! ([`PythonVersion`]) so that a profile with another interpreter can be checked against its own.
+
+use std::fmt;
+
+use tree_sitter::Node;
+
+use crate::rules::grammar::{Grammar, text};
+
+/// A CPython minor version (`3.11`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PythonVersion {
+    pub major: u8,
+    pub minor: u8,
+}
+
+impl PythonVersion {
+    pub const fn new(major: u8, minor: u8) -> Self {
+        PythonVersion { major, minor }
+    }
+}
+
+impl fmt::Display for PythonVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// The interpreter of the runner image (Debian bookworm's python3).
+pub const RUNNER_PYTHON: PythonVersion = PythonVersion::new(3, 11);
+
+const PY312: PythonVersion = PythonVersion::new(3, 12);
+
+/// A rejected form: rule id and message.
+pub type Problem = (&'static str, String);
+
+#[derive(Debug, Clone)]
+pub struct Forms {
+    target: PythonVersion,
+    parameters: u16,
+    lambda_parameters: u16,
+    keyword_separator: u16,
+    dictionary_splat_pattern: u16,
+    type_conversion: u16,
+    delete_statement: u16,
+    interpolation: u16,
+    string: u16,
+    format_specifier: u16,
+    comment: u16,
+    type_alias_statement: u16,
+    function_definition: u16,
+    class_definition: u16,
+    f_type_parameters: u16,
+    deletable: [u16; 3],
+    sequences: [u16; 4],
+}
+
+impl Forms {
+    pub fn new(g: &Grammar, target: PythonVersion) -> Self {
+        let k = |n| g.known_kind(n);
+        Forms {
+            target,
+            parameters: k("parameters"),
+            lambda_parameters: k("lambda_parameters"),
+            keyword_separator: k("keyword_separator"),
+            dictionary_splat_pattern: k("dictionary_splat_pattern"),
+            type_conversion: k("type_conversion"),
+            delete_statement: k("delete_statement"),
+            interpolation: k("interpolation"),
+            string: k("string"),
+            format_specifier: k("format_specifier"),
+            comment: k("comment"),
+            type_alias_statement: k("type_alias_statement"),
+            function_definition: k("function_definition"),
+            class_definition: k("class_definition"),
+            f_type_parameters: g.known_field("type_parameters"),
+            deletable: [k("identifier"), k("attribute"), k("subscript")],
+            sequences: [
+                k("tuple"),
+                k("list"),
+                k("parenthesized_expression"),
+                k("expression_list"),
+            ],
+        }
+    }
+
+    pub fn target(&self) -> PythonVersion {
+        self.target
+    }
+
+    pub fn kinds(&self) -> Vec<u16> {
+        vec![
+            self.parameters,
+            self.lambda_parameters,
+            self.type_conversion,
+            self.delete_statement,
+            self.interpolation,
+            self.string,
+            self.type_alias_statement,
+            self.function_definition,
+            self.class_definition,
+        ]
+    }
+
+    /// The problem with `node`, if it is one of the forms above. `parent` is its parent node.
+    pub fn check(&self, node: Node<'_>, parent: Option<Node<'_>>, src: &str) -> Option<Problem> {
+        let kind = node.kind_id();
+        if kind == self.parameters || kind == self.lambda_parameters {
+            self.bare_star(node)
+        } else if kind == self.type_conversion {
+            conversion(text(node, src))
+        } else if kind == self.delete_statement {
+            self.delete_targets(node)
+        } else if kind == self.interpolation {
+            self.f_string_field(node, parent, src)
+        } else if kind == self.string {
+            line_break_in_string(node, src)
+        } else if kind == self.type_alias_statement {
+            self.newer("type aliases (`type X = …`, PEP 695)", PY312)
+        } else if (kind == self.function_definition || kind == self.class_definition)
+            && node.child_by_field_id(self.f_type_parameters).is_some()
+        {
+            self.newer("type parameter lists (`def f[T]`, PEP 695)", PY312)
+        } else {
+            None
+        }
+    }
+
+    fn newer(&self, what: &str, needs: PythonVersion) -> Option<Problem> {
+        (self.target < needs).then(|| {
+            (
+                "newer-python",
+                format!(
+                    "{what} require Python {needs}; the runner has {}",
+                    self.target
+                ),
+            )
+        })
+    }
+
+    /// A bare `*` must be followed by at least one named parameter (`**kw` does not count).
+    fn bare_star(&self, params: Node<'_>) -> Option<Problem> {
+        let mut after_star = false;
+        for p in params
+            .named_children(&mut params.walk())
+            .filter(|p| p.kind_id() != self.comment)
+        {
+            if p.kind_id() == self.keyword_separator {
+                after_star = true;
+            } else if after_star {
+                if p.kind_id() == self.dictionary_splat_pattern {
+                    break;
+                }
+                return None;
+            }
+        }
+        after_star.then(|| {
+            (
+                "invalid-syntax",
+                "named arguments must follow bare *".to_string(),
+            )
+        })
+    }
+
+    fn delete_targets(&self, del: Node<'_>) -> Option<Problem> {
+        let mut stack: Vec<Node<'_>> = del
+            .named_children(&mut del.walk())
+            .filter(|c| c.kind_id() != self.comment)
+            .collect();
+        while let Some(target) = stack.pop() {
+            let k = target.kind_id();
+            if self.deletable.contains(&k) {
+                continue;
+            }
+            if self.sequences.contains(&k) {
+                stack.extend(
+                    target
+                        .named_children(&mut target.walk())
+                        .filter(|c| c.kind_id() != self.comment),
+                );
+                continue;
+            }
+            let what = match target.kind() {
+                "call" => "function call",
+                "string"
+                | "integer"
+                | "float"
+                | "true"
+                | "false"
+                | "none"
+                | "concatenated_string" => "literal",
+                _ => "expression",
+            };
+            return Some(("invalid-syntax", format!("cannot delete {what}")));
+        }
+        None
+    }
+
+    /// One `{…}` replacement field of an f-string. Before 3.12 (PEP 701) its expression may not hold
+    /// a backslash, a comment, or the quote that delimits the f-string.
+    fn f_string_field(
+        &self,
+        field: Node<'_>,
+        string: Option<Node<'_>>,
+        src: &str,
+    ) -> Option<Problem> {
+        if self.target >= PY312 {
+            return None;
+        }
+        let expression_end = field
+            .children(&mut field.walk())
+            .find(|c| c.kind_id() == self.format_specifier)
+            .map_or(field.end_byte(), |c| c.start_byte());
+        let expression = src.get(field.start_byte()..expression_end).unwrap_or("");
+        let quote = string
+            .and_then(|s| s.child(0))
+            .map(|start| text(start, src).trim_start_matches(|c: char| c.is_ascii_alphabetic()))
+            .unwrap_or("");
+        let what = if expression.contains('\\') {
+            "a backslash in an f-string expression"
+        } else if field
+            .children(&mut field.walk())
+            .any(|c| c.kind_id() == self.comment)
+        {
+            "a comment in an f-string expression"
+        } else if !quote.is_empty() && expression.contains(quote) {
+            "reusing the f-string's quote inside its expression"
+        } else {
+            return None;
+        };
+        Some((
+            "newer-python",
+            format!(
+                "{what} requires Python {PY312} (PEP 701); the runner has {}",
+                self.target
+            ),
+        ))
+    }
+}
+
+fn conversion(t: &str) -> Option<Problem> {
+    (!matches!(t, "!r" | "!s" | "!a")).then(|| {
+        (
+            "invalid-syntax",
+            "f-string: invalid conversion character: expected 's', 'r', or 'a'".to_string(),
+        )
+    })
+}
+
+/// A line break inside a string that is not triple-quoted ends it unterminated (unless a backslash
+/// continues the line); the grammar lets the string run on.
+fn line_break_in_string(string: Node<'_>, src: &str) -> Option<Problem> {
+    let t = text(string, src);
+    let opening = string.child(0).map(|s| text(s, src)).unwrap_or("");
+    if opening.ends_with("\"\"\"") || opening.ends_with("'''") || !t.contains('\n') {
+        return None;
+    }
+    let b = t.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'\n' => {
+                return Some((
+                    "unterminated-string",
+                    "unterminated string literal".to_string(),
+                ));
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::script::Language;
+
+    #[test]
+    fn the_target_version_decides_what_is_newer() {
+        let g = Grammar::new(Language::Python);
+        let src = "type X = int\n";
+        let tree = g.parse(src);
+        let alias = tree.root_node().child(0).expect("statement");
+        let at = |v| Forms::new(&g, v).check(alias, None, src);
+        assert!(at(PythonVersion::new(3, 11)).is_some());
+        assert!(at(PythonVersion::new(3, 12)).is_none());
+        assert!(at(PythonVersion::new(3, 13)).is_none());
+    }
+}
