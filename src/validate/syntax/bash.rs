@@ -67,12 +67,18 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
     edits.extend(bash_words::read_write_redirects(src));
     edits.extend(bash_words::negated_compounds(src));
     edits.extend(bash_words::arithmetic(src));
+    let expansions = edits.len();
+    edits.extend(bash_words::malformed_expansions(src));
     let braces = starts_a_line_with_a_brace_list(text);
     if edits.is_empty() && !braces {
         return Cow::Borrowed(text);
     }
     let mut bytes = src.to_vec();
-    for range in edits {
+    for (i, range) in edits.into_iter().enumerate() {
+        if i >= expansions {
+            bytes[range].fill(b'_');
+            continue;
+        }
         if range.start >= 2 && &src[range.start - 2..range.start] == b"((" {
             bash_words::blank_arithmetic(&mut bytes[range]);
             continue;
