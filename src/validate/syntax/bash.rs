@@ -30,7 +30,12 @@ const RESERVED: [&str; 8] = ["fi", "done", "then", "else", "elif", "esac", "do",
 /// - a column-0 backslash that starts a command line becomes a space (`\rm` runs `rm`);
 /// - `$IFS` / `${IFS}` become spaces, as the shell's word splitting makes them
 ///   (`rm${IFS}-rf${IFS}/` runs `rm -rf /`);
-/// - a brace list opening a command line becomes words (`{rm,-rf,/}` runs `rm -rf /`).
+/// - a brace list opening a command line becomes words (`{rm,-rf,/}` runs `rm -rf /`);
+/// - where bash -n is satisfied but the grammar is not: an empty `$( )` or ``` `` ``` becomes a
+///   quoted blank, a `#` inside a name-like word and a `$` that starts no expansion become `_`,
+///   `<>` becomes `>>`, `!` before a compound command a blank, and the insides bash leaves
+///   unparsed (`[ … ]` as a command, arithmetic, malformed `${…}`) are rewritten
+///   ([`super::bash_words`]).
 pub fn normalize(text: &str) -> Cow<'_, str> {
     let src = text.as_bytes();
     // Each pass looks for its trigger with memchr's substring search first and only copies the

@@ -5,7 +5,10 @@
 //! an `if x:` whose body is not indented (an empty `block`), over- or under-indented lines (folded
 //! into a block or the module), tab/space mixes, `return`/`yield` outside a function, `yield from`
 //! in `async def`, a bare `x := 1` statement, and positional arguments after keyword arguments.
-//! Each gap is closed by one check below.
+//! Each gap is closed by one check below; forms that depend on the target Python version (PEP 695,
+//! PEP 701) and other forms CPython's parser or compiler refuses are in [`super::python_forms`],
+//! statement boundaries (line breaks the grammar skips, statements glued on one line) in
+//! [`super::python_lines`]. `async`/`await` taken as names are caught here.
 
 use tree_sitter::{Node, TreeCursor};
 
