@@ -35,7 +35,7 @@ const RESERVED: [&str; 8] = ["fi", "done", "then", "else", "elif", "esac", "do",
 ///   quoted blank, a `#` inside a name-like word and a `$` that starts no expansion become `_`,
 ///   `<>` becomes `>>`, `!` before a compound command a blank, and the insides bash leaves
 ///   unparsed (`[ … ]` as a command, arithmetic, malformed `${…}`) are rewritten
-///   ([`super::bash_words`]).
+///   (`bash_words`).
 pub fn normalize(text: &str) -> Cow<'_, str> {
     let src = text.as_bytes();
     // Each pass looks for its trigger with memchr's substring search first and only copies the

@@ -8,7 +8,7 @@
 //! Each gap is closed by one check below; forms that depend on the target Python version (PEP 695,
 //! PEP 701) and other forms CPython's parser or compiler refuses are in [`super::python_forms`],
 //! statement boundaries (line breaks the grammar skips, statements glued on one line) in
-//! [`super::python_lines`]. `async`/`await` taken as names are caught here.
+//! `python_lines`. `async`/`await` taken as names are caught here.
 
 use tree_sitter::{Node, TreeCursor};
 
@@ -225,7 +225,7 @@ impl PySyntax {
         self.forms.target()
     }
 
-    /// Statement boundaries of a module or block (see [`super::python_lines`]).
+    /// Statement boundaries of a module or block (see `python_lines`).
     fn check_lines<'t>(
         &self,
         parent: Node<'t>,
