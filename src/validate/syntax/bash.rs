@@ -167,7 +167,6 @@ fn lone_dollars(src: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_
                 | b'.'
                 | b','
                 | b':'
-                | b'='
                 | b'+'
                 | b'%'
                 | b'^'

@@ -25,11 +25,12 @@ pub fn command_position(src: &[u8], at: usize) -> bool {
     starts_line && OPENERS.contains(&&src[word_start..=end])
 }
 
-/// A `[` that starts a command (not `[[`): it becomes a plain word.
+/// A `[` command (not `[[`): it becomes a plain word. Only `[` followed by a blank: a word that
+/// merely starts with `[` stays with the grammar, whose verdict is then the stricter one.
 pub fn test_brackets(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
     memchr::memchr_iter(b'[', src)
         .filter(move |&at| {
-            src.get(at + 1) != Some(&b'[')
+            matches!(src.get(at + 1), Some(b' ' | b'\t'))
                 && (at == 0 || src[at - 1] != b'[')
                 && command_position(src, at)
         })
