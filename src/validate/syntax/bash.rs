@@ -30,7 +30,12 @@ const RESERVED: [&str; 8] = ["fi", "done", "then", "else", "elif", "esac", "do",
 /// - a column-0 backslash that starts a command line becomes a space (`\rm` runs `rm`);
 /// - `$IFS` / `${IFS}` become spaces, as the shell's word splitting makes them
 ///   (`rm${IFS}-rf${IFS}/` runs `rm -rf /`);
-/// - a brace list opening a command line becomes words (`{rm,-rf,/}` runs `rm -rf /`).
+/// - a brace list opening a command line becomes words (`{rm,-rf,/}` runs `rm -rf /`);
+/// - where bash -n is satisfied but the grammar is not: an empty `$( )` or ``` `` ``` becomes a
+///   quoted blank, a `#` inside a name-like word and a `$` that starts no expansion become `_`,
+///   `<>` becomes `>>`, `!` before a compound command a blank, and the insides bash leaves
+///   unparsed (`[ … ]` as a command, arithmetic, malformed `${…}`) are rewritten
+///   (`bash_words`).
 pub fn normalize(text: &str) -> Cow<'_, str> {
     let src = text.as_bytes();
     // Each pass looks for its trigger with memchr's substring search first and only copies the
@@ -67,12 +72,18 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
     edits.extend(bash_words::read_write_redirects(src));
     edits.extend(bash_words::negated_compounds(src));
     edits.extend(bash_words::arithmetic(src));
+    let expansions = edits.len();
+    edits.extend(bash_words::malformed_expansions(src));
     let braces = starts_a_line_with_a_brace_list(text);
     if edits.is_empty() && !braces {
         return Cow::Borrowed(text);
     }
     let mut bytes = src.to_vec();
-    for range in edits {
+    for (i, range) in edits.into_iter().enumerate() {
+        if i >= expansions {
+            bytes[range].fill(b'_');
+            continue;
+        }
         if range.start >= 2 && &src[range.start - 2..range.start] == b"((" {
             bash_words::blank_arithmetic(&mut bytes[range]);
             continue;
@@ -156,7 +167,6 @@ fn lone_dollars(src: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_
                 | b'.'
                 | b','
                 | b':'
-                | b'='
                 | b'+'
                 | b'%'
                 | b'^'

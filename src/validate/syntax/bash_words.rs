@@ -25,11 +25,12 @@ pub fn command_position(src: &[u8], at: usize) -> bool {
     starts_line && OPENERS.contains(&&src[word_start..=end])
 }
 
-/// A `[` that starts a command (not `[[`): it becomes a plain word.
+/// A `[` command (not `[[`): it becomes a plain word. Only `[` followed by a blank: a word that
+/// merely starts with `[` stays with the grammar, whose verdict is then the stricter one.
 pub fn test_brackets(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
     memchr::memchr_iter(b'[', src)
         .filter(move |&at| {
-            src.get(at + 1) != Some(&b'[')
+            matches!(src.get(at + 1), Some(b' ' | b'\t'))
                 && (at == 0 || src[at - 1] != b'[')
                 && command_position(src, at)
         })
@@ -125,5 +126,127 @@ mod tests {
         let src = b"n=$((n + ))\n((i++))\nfor ((i=0; i<3; i++)); do :; done\nm=$(( $(date +%s) ))\n( (x) )";
         let found: Vec<&[u8]> = arithmetic(src).map(|r| &src[r]).collect();
         assert_eq!(found, vec![&b"n + "[..], b"i++", b"i=0; i<3; i++"]);
+    }
+}
+
+/// `${…}` expansions whose insides are not a well-formed parameter expansion: bash checks them
+/// only when they are expanded ("bad substitution" at run time, and nothing inside runs), the
+/// grammar rejects them. The insides become `_`, a plain variable name. Expansions with quotes or
+/// nested braces inside are left alone.
+pub fn malformed_expansions(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    memchr::memmem::find_iter(src, b"${").filter_map(move |at| {
+        if at > 0 && src[at - 1] == b'\\' {
+            return None;
+        }
+        let start = at + 2;
+        let len = src[start..]
+            .iter()
+            .position(|b| matches!(b, b'}' | b'{' | b'\n' | b'"' | b'\'' | b'`'))?;
+        let inside = &src[start..start + len];
+        (src[start + len] == b'}' && !inside.is_empty() && !well_formed(inside))
+            .then_some(start..start + len)
+    })
+}
+
+/// `[!#]name[[subscript]][operator rest]`, the shapes of a parameter expansion.
+fn well_formed(inside: &[u8]) -> bool {
+    let mut s = inside;
+    if let Some(rest) = s.strip_prefix(b"!").or_else(|| s.strip_prefix(b"#")) {
+        if rest.is_empty() {
+            return true; // `${#}`, `${!}`
+        }
+        s = rest;
+    }
+    let name = if s[0].is_ascii_alphabetic() || s[0] == b'_' {
+        s.iter()
+            .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+            .count()
+    } else if s[0].is_ascii_digit() {
+        s.iter().take_while(|b| b.is_ascii_digit()).count()
+    } else if matches!(s[0], b'@' | b'*' | b'#' | b'?' | b'-' | b'$' | b'!') {
+        1
+    } else {
+        return false;
+    };
+    s = &s[name..];
+    if let Some(rest) = s.strip_prefix(b"[") {
+        let Some(close) = rest.iter().position(|b| *b == b']') else {
+            return false;
+        };
+        if close == 0 {
+            return false;
+        }
+        s = &rest[close + 1..];
+    }
+    if s.is_empty() {
+        return true;
+    }
+    let ops: [&[u8]; 20] = [
+        b":-", b":=", b":+", b":?", b"##", b"%%", b"//", b"/#", b"/%", b"^^", b",,", b"-", b"=",
+        b"+", b"?", b"#", b"%", b"/", b"^", b",",
+    ];
+    if let Some(op) = ops.iter().find(|op| s.starts_with(op)) {
+        return plain_rest(&s[op.len()..]);
+    }
+    if let Some(rest) = s.strip_prefix(b":") {
+        return rest
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b" \t$_:()+-*".contains(b));
+    }
+    s.len() == 2 && s[0] == b'@' && s[1].is_ascii_alphabetic()
+}
+
+/// The word after an operator: anything but unquoted operator characters.
+fn plain_rest(rest: &[u8]) -> bool {
+    let mut i = 0;
+    while i < rest.len() {
+        match rest[i] {
+            b'$' if rest.get(i + 1) == Some(&b'(') => return true, // code: leave it to the grammar
+            b'&' | b';' | b'|' | b'<' | b'>' | b'(' | b')' => return false,
+            b'\\' => i += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    true
+}
+
+#[cfg(test)]
+mod expansion_tests {
+    use super::malformed_expansions;
+
+    #[test]
+    fn only_malformed_expansions_are_rewritten() {
+        let good = [
+            "${x}",
+            "${#x}",
+            "${!x}",
+            "${x[@]}",
+            "${#a[@]}",
+            "${x:-d}",
+            "${X:?must be set}",
+            "${x#p}",
+            "${x//a/b}",
+            "${x:0:2}",
+            "${x,,}",
+            "${1:-$HOME}",
+            "${x@Q}",
+            "${#}",
+            "${a[-1]}",
+        ];
+        for g in good {
+            assert_eq!(malformed_expansions(g.as_bytes()).count(), 0, "{g}");
+        }
+        let bad = [
+            "${[@]}",
+            "${1 C:-x}",
+            "${:-x}",
+            "${1:-a&}",
+            "${x @]}",
+            "${1:/tmp/x}",
+        ];
+        for b in bad {
+            assert_eq!(malformed_expansions(b.as_bytes()).count(), 1, "{b}");
+        }
     }
 }

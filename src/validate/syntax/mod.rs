@@ -113,6 +113,12 @@ mod tests {
         ("a = 1  b = 2\n", Some("invalid-syntax")),
         ("x = f(1)y = 2\n", Some("invalid-syntax")),
         ("x = 1; y = 2\n", None),
+        ("r = [async for i in b]\n", Some("invalid-syntax")),
+        ("p = await .x\n", Some("invalid-syntax")),
+        (
+            "async def g():\n    return [i async for i in await b()]\n",
+            None,
+        ),
         ("x = {\"\n\": 1}\n", Some("unterminated-string")),
         ("s = 'a\\\nb'\n", None),
         (

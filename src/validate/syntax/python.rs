@@ -5,7 +5,10 @@
 //! an `if x:` whose body is not indented (an empty `block`), over- or under-indented lines (folded
 //! into a block or the module), tab/space mixes, `return`/`yield` outside a function, `yield from`
 //! in `async def`, a bare `x := 1` statement, and positional arguments after keyword arguments.
-//! Each gap is closed by one check below.
+//! Each gap is closed by one check below; forms that depend on the target Python version (PEP 695,
+//! PEP 701) and other forms CPython's parser or compiler refuses are in [`super::python_forms`],
+//! statement boundaries (line breaks the grammar skips, statements glued on one line) in
+//! `python_lines`. `async`/`await` taken as names are caught here.
 
 use tree_sitter::{Node, TreeCursor};
 
@@ -37,6 +40,7 @@ pub struct PySyntax {
     keyword_argument: u16,
     list_splat: u16,
     dictionary_splat: u16,
+    identifier: u16,
     forms: Forms,
     lines: Lines,
 }
@@ -77,6 +81,7 @@ impl PySyntax {
             keyword_argument: k("keyword_argument"),
             list_splat: k("list_splat"),
             dictionary_splat: k("dictionary_splat"),
+            identifier: k("identifier"),
             forms: Forms::new(g, target),
             lines: Lines::new(g),
         }
@@ -101,6 +106,7 @@ impl PySyntax {
         ];
         kinds.extend(self.clauses);
         kinds.extend(self.forms.kinds());
+        kinds.push(self.identifier);
         kinds
     }
 
@@ -127,6 +133,23 @@ impl PySyntax {
         }
         let kind = node.kind_id();
         let at = node.start_byte();
+        // The most frequent kind by far: decided first and cheaply. `async` and `await` are
+        // keywords since 3.7; the grammar still takes them as names (`[async for x in y]`).
+        if kind == self.identifier {
+            let name = &src.as_bytes()[node.byte_range()];
+            if name == b"async" || name == b"await" {
+                out.push(finding(
+                    pos,
+                    at,
+                    "invalid-syntax",
+                    format!(
+                        "invalid syntax: `{}` is a keyword",
+                        String::from_utf8_lossy(name)
+                    ),
+                ));
+            }
+            return true;
+        }
         if let Some((rule, message)) = self.forms.check(node, ancestors.last().copied(), src) {
             out.push(finding(pos, at, rule, message));
             return true;
@@ -202,7 +225,7 @@ impl PySyntax {
         self.forms.target()
     }
 
-    /// Statement boundaries of a module or block (see [`super::python_lines`]).
+    /// Statement boundaries of a module or block (see `python_lines`).
     fn check_lines<'t>(
         &self,
         parent: Node<'t>,
