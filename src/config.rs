@@ -232,6 +232,9 @@ impl Config {
                 "sandbox.limits: memory_mb >= 16, cpus > 0, pids >= 8, tmpfs_mb >= 1, nofile >= 16",
             );
         }
+        self.sandbox
+            .resolved_profiles()
+            .map_err(ConfigError::Invalid)?;
         if self.sandbox.instance.is_empty()
             || !self
                 .sandbox

@@ -15,6 +15,12 @@ use crate::sys;
 /// tracebacks that show `<script>` and its lines (not this bootstrap).
 const PYTHON_BOOTSTRAP: &str = r#"def _scriptgate_main():
     import os, sys, linecache, traceback
+    # Profiles with `preimport`: the warm interpreter loads these while it waits for the script.
+    for m in filter(None, os.environ.get("SCRIPTGATE_PREIMPORT", "").split(",")):
+        try:
+            __import__(m)
+        except Exception:
+            pass
     with os.fdopen(3, "rb") as f:
         src = f.read().decode("utf-8")
     name = "<script>"
