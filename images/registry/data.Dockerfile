@@ -1,7 +1,7 @@
 # The `data` runner profile for people with a registry: Debian bookworm's Python stack (the same
 # packages `scriptgate images build --profile data` installs offline).
 # Build from the repository root after `cargo build --release --workspace`:
-#   cp images/profile/sitecustomize.py target/release/
+#   cp images/profile/scriptgate_plots.py target/release/
 #   docker build -f images/registry/data.Dockerfile -t scriptgate-runner-data:latest target/release
 # `GET /v1/profiles` reports package versions from the `scriptgate.profile.info` label that
 # `scriptgate images build` records; images built this way report only their name and languages.
@@ -14,13 +14,17 @@ RUN apt-get update \
       sqlite3 fonts-dejavu-core \
  && rm -rf /var/lib/apt/lists/* /usr/share/doc /usr/share/man
 COPY scriptgate-supervisor /usr/local/bin/scriptgate-supervisor
-COPY sitecustomize.py /usr/local/lib/scriptgate/sitecustomize.py
+COPY scriptgate_plots.py /usr/local/lib/scriptgate/scriptgate_plots.py
+# Imported at every interpreter start through a .pth file (Python runs with -I: no PYTHONPATH).
+RUN site="$(python3 -c 'import site; print(site.getsitepackages()[0])')" \
+ && mkdir -p "$site" \
+ && cp /usr/local/lib/scriptgate/scriptgate_plots.py "$site/" \
+ && echo "import scriptgate_plots" > "$site/scriptgate-plots.pth"
 RUN mkdir -p /usr/local/share/scriptgate/mpl \
  && MPLCONFIGDIR=/usr/local/share/scriptgate/mpl MPLBACKEND=Agg python3 -c "import matplotlib.pyplot" \
  && chmod -R a+rX /usr/local/share/scriptgate
 USER 65534:65534
 WORKDIR /tmp
-ENV HOME=/tmp LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 MPLBACKEND=Agg \
-    PYTHONPATH=/usr/local/lib/scriptgate
+ENV HOME=/tmp LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 MPLBACKEND=Agg
 ENTRYPOINT ["/usr/local/bin/scriptgate-supervisor"]
 CMD ["python"]

@@ -36,7 +36,7 @@ pub struct ProfileConfig {
     #[serde(default)]
     pub preimport: Vec<String>,
     /// Figures still open at the end (and every `plt.show()`) are returned as PNG images. Needs an
-    /// image with the plot hook (`images/profile/sitecustomize.py`), as the `data` image has.
+    /// image with the plot hook (`images/profile/scriptgate_plots.py`), as the `data` image has.
     #[serde(default)]
     pub plots: bool,
 }

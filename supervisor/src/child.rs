@@ -16,11 +16,28 @@ use crate::sys;
 const PYTHON_BOOTSTRAP: &str = r#"def _scriptgate_main():
     import os, sys, linecache, traceback
     # Profiles with `preimport`: the warm interpreter loads these while it waits for the script.
-    for m in filter(None, os.environ.get("SCRIPTGATE_PREIMPORT", "").split(",")):
+    preimport = [m for m in os.environ.get("SCRIPTGATE_PREIMPORT", "").split(",") if m]
+    for m in preimport:
         try:
             __import__(m)
         except Exception:
             pass
+
+    def finish(code):
+        # With pandas or matplotlib loaded, tearing the interpreter down costs most of a second
+        # and nothing of a one-use container outlives it: wait for threads, run atexit (plots are
+        # saved there), flush, and leave.
+        if not preimport:
+            sys.exit(code)
+        import atexit, threading
+        threading._shutdown()
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
     with os.fdopen(3, "rb") as f:
         src = f.read().decode("utf-8")
     name = "<script>"
@@ -42,7 +59,8 @@ const PYTHON_BOOTSTRAP: &str = r#"def _scriptgate_main():
             traceback.print_exception(type(e), e, tb)
         else:
             sys.excepthook(type(e), e, tb)
-        sys.exit(1)
+        finish(1)
+    finish(0)
 _scriptgate_main()
 "#;
 

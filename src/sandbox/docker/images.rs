@@ -73,7 +73,7 @@ const EXCLUDES: &[&str] = &[
 ];
 const DOCKERFILE: &str = include_str!("../../../images/offline/Dockerfile");
 const DATA_DOCKERFILE: &str = include_str!("../../../images/offline/data.Dockerfile");
-const SITECUSTOMIZE: &str = include_str!("../../../images/profile/sitecustomize.py");
+const PLOT_HOOK: &str = include_str!("../../../images/profile/scriptgate_plots.py");
 const INFO_SCRIPT: &str = include_str!("../../../images/profile/info.py");
 
 /// How one built-in profile's image is made.
@@ -103,7 +103,7 @@ const RECIPES: [Recipe; 2] = [
         runner_repo: "scriptgate-runner-data",
         extra_packages: DATA_PACKAGES,
         dockerfile: DATA_DOCKERFILE,
-        files: &[("sitecustomize.py", SITECUSTOMIZE)],
+        files: &[("scriptgate_plots.py", PLOT_HOOK)],
     },
 ];
 

@@ -1,4 +1,5 @@
-# Loaded by every Python interpreter of a plotting profile (PYTHONPATH points here).
+# Loaded by every Python interpreter of a plotting profile (a .pth file in site-packages imports it;
+# the supervisor runs Python with -I, which ignores PYTHONPATH but still reads .pth files).
 # 1. Matplotlib gets a writable config dir under /tmp seeded with the font list built into the image
 #    (the root is read-only, and rebuilding the list would cost every run hundreds of ms).
 # 2. When SCRIPTGATE_PLOT_DIR is set, every plt.show() and every figure still open when the script
@@ -62,12 +63,14 @@ def _scriptgate_plots():
             def exec_module(module):
                 original_exec(module)
                 module.show = lambda *a, **k: save_open(True)
+                # After pyplot's own exit handler, so this one runs first (atexit is LIFO) and
+                # still finds the open figures.
+                atexit.register(save_open, False)
 
             loader.exec_module = exec_module
             return spec
 
     sys.meta_path.insert(0, _Finder())
-    atexit.register(save_open, False)
 
 
 _scriptgate_mpl_cache()
