@@ -47,6 +47,7 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     filter::install()?;
     let sigchld = sys::SignalFd::for_sigchld()?;
     let mut launch = child::Launch::new(language, split)?;
+    launch.wait_preimport()?;
     let ready = Ready {
         version: PROTOCOL_VERSION,
         language: language.to_string(),
