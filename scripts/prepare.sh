@@ -24,5 +24,5 @@ fi
 log "building the workspace (${profile_dir})"
 cargo build --workspace --locked "${cargo_flags[@]}"
 
-log "building the runner images"
+log "building the runner images (minimal and the data profile; quick when current)"
 "target/${profile_dir}/scriptgate" images build

@@ -9,6 +9,7 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+use crate::artifacts::ArtifactSettings;
 use crate::auth::{TokenSpec, token_list};
 use crate::executions::ApprovalMode;
 use crate::sandbox::docker::DockerConfig;
@@ -41,6 +42,8 @@ pub struct Config {
     pub execution: ExecutionSettings,
     pub sandbox: DockerConfig,
     pub mcp: McpSettings,
+    /// Files runs return (plots): retention and size caps.
+    pub artifacts: ArtifactSettings,
 }
 
 /// The MCP endpoint (`/mcp`) of the HTTP service.
@@ -78,6 +81,7 @@ impl Default for Config {
             execution: ExecutionSettings::default(),
             sandbox: DockerConfig::default(),
             mcp: McpSettings::default(),
+            artifacts: ArtifactSettings::default(),
         }
     }
 }
@@ -232,6 +236,9 @@ impl Config {
                 "sandbox.limits: memory_mb >= 16, cpus > 0, pids >= 8, tmpfs_mb >= 1, nofile >= 16",
             );
         }
+        self.sandbox
+            .resolved_profiles()
+            .map_err(ConfigError::Invalid)?;
         if self.sandbox.instance.is_empty()
             || !self
                 .sandbox

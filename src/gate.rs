@@ -21,6 +21,8 @@ pub struct ExecuteRequest {
     pub script: Script,
     pub timeout: Duration,
     pub stdin: String,
+    /// The runner profile (checked at the edge against the deployment's profiles).
+    pub profile: String,
 }
 
 #[derive(
@@ -213,8 +215,23 @@ impl Gate {
         language: Language,
         execution_id: Option<Uuid>,
     ) -> Result<Box<dyn Lease>, GateError> {
+        self.acquire_in(
+            crate::sandbox::profiles::DEFAULT_PROFILE,
+            language,
+            execution_id,
+        )
+        .await
+    }
+
+    /// [`Gate::acquire`] in a runner profile.
+    pub async fn acquire_in(
+        &self,
+        profile: &str,
+        language: Language,
+        execution_id: Option<Uuid>,
+    ) -> Result<Box<dyn Lease>, GateError> {
         self.runner
-            .acquire(language, execution_id)
+            .acquire_in(profile, language, execution_id)
             .await
             .map_err(|e| match e {
                 SandboxError::EngineUnavailable(_) | SandboxError::ImageMissing(_) => {

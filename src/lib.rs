@@ -11,6 +11,7 @@
 //!   ──► typed result back to the agent
 //! ```
 
+pub mod artifacts;
 pub mod auth;
 pub mod config;
 pub mod error;
@@ -93,8 +94,11 @@ impl App {
             mode: config.approval,
             timeout: std::time::Duration::from_secs(config.approval_timeout_secs),
         };
-        let executions = Executions::start(gate, store, policy).await?;
+        let artifacts =
+            artifacts::ArtifactStore::open(&config.data_dir(), config.artifacts.clone())?;
         let mcp_shutdown = tokio_util::sync::CancellationToken::new();
+        artifacts.clone().spawn_sweeper(mcp_shutdown.clone());
+        let executions = Executions::start(gate, store, policy, artifacts).await?;
         let mcp = config.mcp.enabled.then(|| mcp::HttpSettings {
             allowed_hosts: config.mcp.allowed_hosts.clone().unwrap_or_else(|| {
                 if auth.enabled() {
@@ -109,6 +113,12 @@ impl App {
             executions: executions.clone(),
             auth: Arc::new(auth),
             tools: Arc::new(tools::Catalog::new(config)),
+            profiles: Arc::new(
+                config
+                    .sandbox
+                    .resolved_profiles()
+                    .map_err(anyhow::Error::msg)?,
+            ),
             mcp,
         });
         Ok(App {

@@ -155,6 +155,9 @@ enum ImagesCommand {
         /// Debian mirror for mmdebstrap.
         #[arg(long)]
         mirror: Option<String>,
+        /// Build only this built-in runner profile (`minimal` or `data`); default: all.
+        #[arg(long)]
+        profile: Option<String>,
         /// Docker engine address (default: DOCKER_HOST, then the local socket).
         #[arg(long, env = "DOCKER_HOST")]
         engine: Option<String>,
@@ -241,9 +244,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     supervisor,
                     force,
                     mirror,
+                    profile,
                     engine,
                 },
-        } => build_images(supervisor, force, mirror, engine),
+        } => build_images(supervisor, force, mirror, profile, engine),
         Command::Healthcheck {
             url,
             config,
@@ -319,6 +323,7 @@ fn build_images(
     supervisor: Option<PathBuf>,
     force: bool,
     mirror: Option<String>,
+    profile: Option<String>,
     engine: Option<String>,
 ) -> anyhow::Result<ExitCode> {
     let supervisor = supervisor
@@ -331,12 +336,14 @@ fn build_images(
             supervisor,
             force,
             mirror,
+            profile,
         };
         let started = std::time::Instant::now();
-        let image =
+        let built =
             images::build(&docker, &options, &mut |step| eprintln!("[images] {step}")).await?;
         eprintln!(
-            "[images] {image} ready in {:.1}s",
+            "[images] {} ready in {:.1}s",
+            built.join(", "),
             started.elapsed().as_secs_f64()
         );
         Ok(ExitCode::SUCCESS)

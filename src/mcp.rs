@@ -37,14 +37,21 @@ use crate::tools::{self, Catalog};
 pub struct McpServer {
     executions: Arc<Executions>,
     tools: Arc<Vec<Tool>>,
+    profiles: Arc<crate::sandbox::profiles::Profiles>,
     /// The caller when the transport has no per-request identity (stdio).
     fixed_caller: Option<Caller>,
 }
 
 impl McpServer {
-    fn new(executions: Arc<Executions>, tools: Arc<Vec<Tool>>, fixed: Option<Caller>) -> Self {
+    fn new(
+        executions: Arc<Executions>,
+        catalog: &Catalog,
+        tools: Arc<Vec<Tool>>,
+        fixed: Option<Caller>,
+    ) -> Self {
         McpServer {
             executions,
+            profiles: catalog.profiles.clone(),
             tools,
             fixed_caller: fixed,
         }
@@ -65,7 +72,7 @@ impl McpServer {
             Ok(i) => i,
             Err(e) => return e,
         };
-        let request = match input.check(self.executions.gate().settings()) {
+        let request = match input.check(self.executions.gate().settings(), &self.profiles) {
             Ok(r) => r,
             Err(e) => return api_error(&e),
         };
@@ -74,14 +81,33 @@ impl McpServer {
                 let out = ExecuteOut::from(&rec);
                 let failed = out.validation_failed || out.error.is_some();
                 let value = serde_json::to_value(&out).unwrap_or(Value::Null);
-                if failed {
+                let mut result = if failed {
                     CallToolResult::structured_error(value)
                 } else {
                     CallToolResult::structured(value)
-                }
+                };
+                // Plots as image content, so MCP clients show them.
+                result.content.extend(self.images(&out));
+                result
             }
             Err(e) => api_error(&ApiError::from(e)),
         }
+    }
+
+    /// The PNG artifacts of a result as image content blocks (each read back and checked).
+    fn images(&self, out: &ExecuteOut) -> Vec<ContentBlock> {
+        use base64::Engine as _;
+        out.artifacts
+            .iter()
+            .filter(|a| a.mime_type == "image/png")
+            .filter_map(|a| self.executions.artifacts().get(&a.sha256).ok())
+            .map(|data| {
+                ContentBlock::image(
+                    base64::engine::general_purpose::STANDARD.encode(data),
+                    "image/png",
+                )
+            })
+            .collect()
     }
 
     async fn validate(&self, args: JsonObject) -> CallToolResult {
@@ -228,6 +254,7 @@ pub fn http_service(
     settings: HttpSettings,
 ) -> StreamableHttpService<McpServer, LocalSessionManager> {
     let tools = Arc::new(mcp_tools(catalog));
+    let catalog = catalog.clone();
     let mut config =
         StreamableHttpServerConfig::default().with_cancellation_token(settings.shutdown);
     config = if settings.allowed_hosts.is_empty() {
@@ -236,7 +263,14 @@ pub fn http_service(
         config.with_allowed_hosts(settings.allowed_hosts)
     };
     StreamableHttpService::new(
-        move || Ok(McpServer::new(executions.clone(), tools.clone(), None)),
+        move || {
+            Ok(McpServer::new(
+                executions.clone(),
+                &catalog,
+                tools.clone(),
+                None,
+            ))
+        },
         Arc::new(LocalSessionManager::default()),
         config,
     )
@@ -248,7 +282,12 @@ pub async fn serve_stdio(
     catalog: &Catalog,
     caller: Caller,
 ) -> anyhow::Result<()> {
-    let server = McpServer::new(executions, Arc::new(mcp_tools(catalog)), Some(caller));
+    let server = McpServer::new(
+        executions,
+        catalog,
+        Arc::new(mcp_tools(catalog)),
+        Some(caller),
+    );
     let running = match server.serve(rmcp::transport::stdio()).await {
         Ok(running) => running,
         // The client went away before the handshake: nothing to serve, not a failure.

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::executions::ApprovalMode;
+use crate::sandbox::profiles::Profiles;
 
 pub const EXECUTE: &str = "execute_script";
 pub const VALIDATE: &str = "validate_script";
@@ -42,6 +43,8 @@ pub struct Tool {
 #[derive(Debug, Clone)]
 pub struct Catalog {
     pub tools: Vec<Tool>,
+    /// The runner profiles the tools offer.
+    pub profiles: std::sync::Arc<Profiles>,
 }
 
 impl Catalog {
@@ -49,6 +52,16 @@ impl Catalog {
         let max_chars = config.validation.max_chars;
         let e = &config.execution;
         let l = &config.sandbox.limits;
+        // The configuration was checked at load; a bad profile list here means built-ins only.
+        let profiles = config.sandbox.resolved_profiles().unwrap_or_else(|_| {
+            Profiles::resolve(
+                &config.sandbox.python_image,
+                &config.sandbox.bash_image,
+                config.sandbox.pool.size,
+                &[],
+            )
+            .expect("built-in profiles are valid")
+        });
         let mode = match config.approval {
             ApprovalMode::Never => "never",
             ApprovalMode::Always => "always",
@@ -67,8 +80,7 @@ impl Catalog {
         let sandbox = format!(
             "It runs in a fresh, one-use container: no network access, read-only filesystem except \
              /tmp ({tmpfs} MiB), an unprivileged user, {memory} MiB of memory, {cpus} CPU, at most \
-             {pids} processes; the Python standard library is available but no third-party \
-             packages. It is killed after `timeout` seconds. stdout and stderr are returned (each \
+             {pids} processes. It is killed after `timeout` seconds. stdout and stderr are returned (each \
              truncated after {output} bytes): print what you need to see.",
             tmpfs = l.tmpfs_mb,
             memory = l.memory_mb,
@@ -76,6 +88,24 @@ impl Catalog {
             pids = l.pids,
             output = l.output_bytes,
         );
+        let profile_list: Vec<String> = profiles
+            .all()
+            .iter()
+            .map(|p| format!("`{}` ({})", p.name, p.description))
+            .collect();
+        let sandbox = format!(
+            "{sandbox} Pick the environment with `profile`: {}. The default is `{}`. In profiles \
+             with matplotlib, figures are returned as PNG images (call plt.show() or leave them \
+             open; do not save them to files yourself).",
+            profile_list.join("; "),
+            profiles.default_profile().name
+        );
+        let profile = json!({
+            "type": "string",
+            "enum": profiles.names(),
+            "default": profiles.default_profile().name,
+            "description": format!("The runner environment: {}.", profile_list.join("; "))
+        });
         let approval = match config.approval {
             ApprovalMode::Never => String::new(),
             ApprovalMode::Always => " Every execution waits for a human operator's approval; \
@@ -122,7 +152,8 @@ impl Catalog {
                         "type": "string",
                         "maxLength": e.max_stdin_bytes,
                         "description": "Text fed to the script's standard input (optional)."
-                    }
+                    },
+                    "profile": profile
                 },
                 "required": ["script_content", "script_type"],
                 "additionalProperties": false
@@ -159,6 +190,7 @@ impl Catalog {
         };
         Catalog {
             tools: vec![execute, validate],
+            profiles: std::sync::Arc::new(profiles),
         }
     }
 

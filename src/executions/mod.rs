@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
+use crate::artifacts::ArtifactStore;
 use crate::auth::{Caller, Role};
 use crate::gate::{ErrorKind, ExecuteRequest, ExecutionError, Gate, GateError};
 use crate::sandbox::{Lease, RunOutcome, RunSpec};
@@ -90,6 +91,7 @@ pub struct Executions {
     watchers: Mutex<HashMap<Uuid, watch::Sender<Status>>>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
+    artifacts: ArtifactStore,
 }
 
 /// Every execution that reaches a terminal status passes here once: a log line that carries its
@@ -129,8 +131,10 @@ impl Executions {
         gate: Arc<Gate>,
         store: Store,
         policy: ApprovalPolicy,
+        artifacts: ArtifactStore,
     ) -> Result<Arc<Executions>, StoreError> {
         let this = Arc::new(Executions {
+            artifacts,
             gate,
             store,
             policy,
@@ -176,6 +180,10 @@ impl Executions {
         &self.store
     }
 
+    pub fn artifacts(&self) -> &ArtifactStore {
+        &self.artifacts
+    }
+
     fn new_record(
         &self,
         id: Uuid,
@@ -190,6 +198,7 @@ impl Executions {
             agent: caller.name.clone(),
             status,
             language: req.script.language,
+            profile: req.profile.clone(),
             script: req.script.text.clone(),
             stdin: req.stdin.clone(),
             timeout_secs: req.timeout.as_secs(),
@@ -300,7 +309,11 @@ impl Executions {
         let queued = Instant::now();
         let _permit = self.gate.admit().await?;
         let queue_ms = ms(queued.elapsed());
-        let lease = match self.gate.acquire(req.script.language, None).await {
+        let lease = match self
+            .gate
+            .acquire_in(&req.profile, req.script.language, None)
+            .await
+        {
             Ok(lease) => lease,
             Err(GateError::SandboxFailed(reason)) => {
                 let mut rec =
@@ -371,6 +384,12 @@ impl Executions {
             Some(e) if e.kind == ErrorKind::InternalError => Status::Failed,
             _ => Status::Completed,
         };
+        let files: Vec<(String, Vec<u8>)> = o
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.data.clone()))
+            .collect();
+        let (artifacts, dropped) = self.artifacts.put_all(&files);
         rec.result = Some(RunResult {
             exit_code: o.exit_code,
             signal: o.signal,
@@ -384,6 +403,9 @@ impl Executions {
             max_memory_bytes: o.usage.max_memory_bytes,
             warm: o.warm,
             container_id: o.container_id.clone(),
+            artifacts,
+            artifacts_dropped: dropped + o.files_dropped,
+            provenance: o.provenance.clone(),
         });
         rec.timings.create = ms(o.timings.create);
         rec.timings.start = ms(o.timings.start);
@@ -418,7 +440,11 @@ impl Executions {
                 _ = self.shutdown.cancelled() => return Ok(()),
             };
             let Ok(permit) = permit else { return Ok(()) };
-            match self.gate.acquire(rec.language, Some(id)).await {
+            match self
+                .gate
+                .acquire_in(&rec.profile, rec.language, Some(id))
+                .await
+            {
                 Ok(lease) => break (lease, permit),
                 Err(GateError::SandboxFailed(reason)) => {
                     return self.fail(id, &[Status::Queued], "failed", &reason).await;
@@ -458,6 +484,7 @@ impl Executions {
             script: crate::script::Script::new(rec.language, rec.script.clone()),
             timeout: Duration::from_secs(rec.timeout_secs),
             stdin: rec.stdin.clone(),
+            profile: rec.profile.clone(),
         };
         self.run_lease(rec, lease, &req, started).await.map(|_| ())
     }

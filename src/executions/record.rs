@@ -87,6 +87,15 @@ pub struct RunResult {
     pub max_memory_bytes: u64,
     pub warm: bool,
     pub container_id: String,
+    /// Files the run returned (plots), kept in the artifact store.
+    #[serde(default)]
+    pub artifacts: Vec<crate::artifacts::Artifact>,
+    /// Files left out by the caps (count and size per image, size per run).
+    #[serde(default)]
+    pub artifacts_dropped: u32,
+    /// The image and supervisor that ran it.
+    #[serde(default)]
+    pub provenance: crate::sandbox::Provenance,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +105,9 @@ pub struct ExecutionRecord {
     pub agent: String,
     pub status: Status,
     pub language: Language,
+    /// The runner profile (records written before profiles existed ran in `minimal`).
+    #[serde(default = "default_profile")]
+    pub profile: String,
     pub script: String,
     pub stdin: String,
     pub timeout_secs: u64,
@@ -117,6 +129,10 @@ impl ExecutionRecord {
     pub fn success(&self) -> bool {
         self.status == Status::Completed && self.error.is_none()
     }
+}
+
+fn default_profile() -> String {
+    crate::sandbox::profiles::DEFAULT_PROFILE.to_string()
 }
 
 pub fn sha256_hex(text: &str) -> String {

@@ -9,12 +9,14 @@ use uuid::Uuid;
 
 use super::auth::Authenticated;
 use super::{AppState, Json};
+use crate::artifacts::Artifact;
 use crate::auth::Role;
 use crate::config::ExecutionSettings;
 use crate::error::{ApiError, ErrorBody};
 use crate::executions::record::{Approval, ExecutionRecord, Status};
 use crate::executions::{ExecError, Submitted};
 use crate::gate::{ExecuteRequest, ExecutionError, GateError};
+use crate::sandbox::profiles::Profiles;
 use crate::script::{Language, Script};
 use crate::validate::verdict::Verdict;
 
@@ -36,12 +38,27 @@ pub struct ExecuteIn {
     /// Bytes fed to the script's standard input (at most `execution.max_stdin_bytes`).
     #[serde(default)]
     pub stdin: Option<String>,
+    /// The runner profile (`GET /v1/profiles` lists them): `minimal` (the default) or `data`
+    /// (numpy, pandas, matplotlib, …), or one the deployment configures. An unknown one is a
+    /// `schema_error` naming the valid ones.
+    #[serde(default)]
+    #[schema(example = "data")]
+    pub profile: Option<String>,
 }
 
 impl ExecuteIn {
     /// The checked request (raw wire values become domain types only here).
-    pub fn check(self, settings: &ExecutionSettings) -> Result<ExecuteRequest, ApiError> {
+    pub fn check(
+        self,
+        settings: &ExecutionSettings,
+        profiles: &Profiles,
+    ) -> Result<ExecuteRequest, ApiError> {
         check_script_text(&self.script_content)?;
+        let profile = profiles
+            .select(self.profile.as_deref(), self.script_type)
+            .map_err(|e| ApiError::Schema(e.to_string()))?
+            .name
+            .clone();
         let timeout = self.timeout.unwrap_or(settings.default_timeout_secs);
         if !(1..=settings.max_timeout_secs).contains(&timeout) {
             return Err(ApiError::Schema(format!(
@@ -61,6 +78,7 @@ impl ExecuteIn {
             script: Script::new(self.script_type, self.script_content),
             timeout: std::time::Duration::from_secs(timeout),
             stdin,
+            profile,
         })
     }
 }
@@ -119,6 +137,19 @@ pub struct ExecuteOut {
     pub approval: Option<Approval>,
     /// The name of the agent token that submitted it.
     pub agent: String,
+    /// The runner profile it ran (or will run) in.
+    pub profile: String,
+    /// Files the run returned: in profiles with plots, every `plt.show()` and every figure still
+    /// open at the end, as PNG. Download each at
+    /// `/v1/executions/{execution_id}/artifacts/{path without its leading slash}`.
+    pub artifacts: Vec<Artifact>,
+    /// Files left out by the caps (`sandbox.limits.max_images`, `max_image_bytes`,
+    /// `artifacts.max_run_bytes`).
+    pub artifacts_dropped: u32,
+    /// The image's content id the script ran in (`sha256:…`), for an exact replay.
+    pub image_digest: Option<String>,
+    /// The version of the supervisor that ran it.
+    pub supervisor_version: Option<String>,
 }
 
 impl From<&ExecutionRecord> for ExecuteOut {
@@ -146,6 +177,11 @@ impl From<&ExecutionRecord> for ExecuteOut {
             warm: o.is_some_and(|o| o.warm),
             approval: r.approval.clone(),
             agent: r.agent.clone(),
+            profile: r.profile.clone(),
+            artifacts: o.map(|o| o.artifacts.clone()).unwrap_or_default(),
+            artifacts_dropped: o.map_or(0, |o| o.artifacts_dropped),
+            image_digest: o.and_then(|o| o.provenance.image_digest.clone()),
+            supervisor_version: o.and_then(|o| o.provenance.supervisor_version.clone()),
         }
     }
 }
@@ -234,7 +270,7 @@ pub async fn execute(
     Json(body): Json<ExecuteIn>,
 ) -> Result<Response, ApiError> {
     let caller = caller.require(Role::Agent)?;
-    let request = body.check(state.executions.gate().settings())?;
+    let request = body.check(state.executions.gate().settings(), &state.profiles)?;
     Ok(
         match state.executions.submit(caller, request, true).await? {
             Submitted::Finished(rec) => axum::Json(ExecuteOut::from(&rec)).into_response(),

@@ -46,7 +46,7 @@ pub async fn submit(
     Json(body): Json<ExecuteIn>,
 ) -> Result<(StatusCode, axum::Json<SubmissionOut>), ApiError> {
     let caller = caller.require(Role::Agent)?;
-    let request = body.check(state.executions.gate().settings())?;
+    let request = body.check(state.executions.gate().settings(), &state.profiles)?;
     let rec = match state.executions.submit(caller, request, false).await? {
         Submitted::Finished(rec) | Submitted::Accepted(rec) => rec,
     };

@@ -3,6 +3,7 @@
 //! the [`Executions`] service; nothing below this module knows about axum.
 
 mod approvals;
+mod artifacts;
 mod auth;
 mod execute;
 mod executions;
@@ -11,6 +12,7 @@ mod json;
 mod mcp;
 pub mod openapi;
 mod params;
+mod profiles;
 pub mod tools;
 mod validate;
 
@@ -38,6 +40,8 @@ pub struct AppState {
     pub executions: Arc<Executions>,
     pub auth: Arc<Authenticator>,
     pub tools: Arc<crate::tools::Catalog>,
+    /// The deployment's runner profiles.
+    pub profiles: Arc<crate::sandbox::profiles::Profiles>,
     /// The MCP endpoint's settings; `None` when it is off.
     pub mcp: Option<crate::mcp::HttpSettings>,
 }
@@ -53,6 +57,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/validate", post(validate::validate))
         .route("/v1/executions", post(executions::submit))
         .route("/v1/executions/{id}", get(executions::get))
+        .route(
+            "/v1/executions/{id}/artifacts/{*path}",
+            get(artifacts::download),
+        )
+        .route("/v1/profiles", get(profiles::list))
         .route("/v1/approvals", get(approvals::list))
         .route("/v1/approvals/{id}", post(approvals::decide))
         .route("/v1/tools", get(tools::list))

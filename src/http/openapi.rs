@@ -15,7 +15,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder, Schema};
 use utoipa::{Modify, OpenApi};
 
-use super::{AppState, approvals, execute, executions, health, tools, validate};
+use super::{
+    AppState, approvals, artifacts, execute, executions, health, profiles, tools, validate,
+};
 use crate::config::ExecutionSettings;
 
 #[derive(OpenApi)]
@@ -30,6 +32,8 @@ use crate::config::ExecutionSettings;
         validate::validate,
         executions::submit,
         executions::get,
+        artifacts::download,
+        profiles::list,
         approvals::list,
         approvals::decide,
         tools::list,

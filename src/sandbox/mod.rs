@@ -6,6 +6,7 @@
 
 pub mod docker;
 mod output;
+pub mod profiles;
 
 use std::time::Duration;
 
@@ -30,6 +31,10 @@ pub struct Limits {
     pub nofile: i64,
     /// Bytes of stdout and of stderr kept per run; the rest is discarded and flagged.
     pub output_bytes: u64,
+    /// Plot images returned per run at most (profiles with `plots`).
+    pub max_images: u32,
+    /// Largest plot image returned, in bytes (at most 1 MiB - 1 KiB, one protocol frame).
+    pub max_image_bytes: u64,
 }
 
 impl Default for Limits {
@@ -42,6 +47,8 @@ impl Default for Limits {
             shm_mb: 64,
             nofile: 1024,
             output_bytes: 1 << 20,
+            max_images: 8,
+            max_image_bytes: scriptgate_supervisor::MAX_ARTIFACT,
         }
     }
 }
@@ -94,6 +101,31 @@ pub struct RunOutcome {
     pub timings: Timings,
     /// Served by a container started before the request.
     pub warm: bool,
+    /// Files the run returned (plots of a profile with `plots`), in the order they were made.
+    pub files: Vec<OutputFile>,
+    /// Files left out (over `limits.max_images` or `limits.max_image_bytes`).
+    pub files_dropped: u32,
+    pub provenance: Provenance,
+}
+
+/// A file a run returned, as its container sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputFile {
+    /// Absolute path in the container.
+    pub path: String,
+    pub data: Vec<u8>,
+}
+
+/// What ran the script, so that a run can be replayed exactly.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub profile: String,
+    /// The image name the container was created from.
+    pub image: String,
+    /// The image's content id (`sha256:…`) the container actually ran.
+    pub image_digest: Option<String>,
+    /// The supervisor's version as it reported it (absent from supervisors that predate it).
+    pub supervisor_version: Option<String>,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -126,6 +158,20 @@ impl Readiness {
     }
 }
 
+/// A runner profile and the image behind it, as the engine reports it now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProfileStatus {
+    pub profile: profiles::Profile,
+    /// Every image of the profile is present.
+    pub available: bool,
+    /// Content id of the profile's (Python) image.
+    pub image_digest: Option<String>,
+    /// What the image build recorded (`images/profile/info.py`: Python and package versions).
+    pub built: Option<serde_json::Value>,
+    /// Warm containers waiting.
+    pub pool_ready: usize,
+}
+
 /// Gauges of the sandbox's state, for metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SandboxStats {
@@ -152,7 +198,22 @@ pub trait Runner: std::fmt::Debug + Send + Sync + 'static {
         language: Language,
         execution_id: Option<Uuid>,
     ) -> BoxFuture<'_, Result<Box<dyn Lease>, SandboxError>>;
+    /// [`Runner::acquire`] in a runner profile (one that [`profiles::Profiles::select`] returned).
+    /// Runners without profiles serve every one from their only environment.
+    fn acquire_in(
+        &self,
+        profile: &str,
+        language: Language,
+        execution_id: Option<Uuid>,
+    ) -> BoxFuture<'_, Result<Box<dyn Lease>, SandboxError>> {
+        let _ = profile;
+        self.acquire(language, execution_id)
+    }
     fn readiness(&self) -> BoxFuture<'_, Readiness>;
+    /// Each runner profile with what its image holds (runners without profiles: none).
+    fn profile_status(&self) -> BoxFuture<'_, Vec<ProfileStatus>> {
+        Box::pin(async { Vec::new() })
+    }
     fn stats(&self) -> SandboxStats;
     /// Stops taking runs, discards warm containers and waits until every container is removed.
     fn shutdown(&self) -> BoxFuture<'_, ()>;

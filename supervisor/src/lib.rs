@@ -10,8 +10,12 @@
 //! supervisor → host   Ready {version, language}        interpreter started, waiting for a job
 //! host → supervisor   Job {nonce, script, stdin, …}     once; then stdin is closed
 //! supervisor → host   Stdout/Stderr bytes …             as the script writes
+//! supervisor → host   Artifact [name len u16][name][bytes]  files of `Job::artifacts` (if asked)
 //! supervisor → host   Exit {nonce, exit_code, usage}    after the script exited (or Error)
 //! ```
+//!
+//! Additions keep older peers working: fields a host adds to [`Job`] are only sent when set, and
+//! [`Ready::supervisor_version`] is optional.
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +38,42 @@ pub struct Job {
     pub stdin: String,
     /// Bytes relayed per stream; the rest is read and discarded (and reported as truncated).
     pub output_limit: u64,
+    /// Files to return after the script exits (plots). Only sent when set, so a supervisor that
+    /// predates it still accepts every job that does not ask for files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<ArtifactRequest>,
+}
+
+/// Which files the supervisor returns in `Artifact` frames once the script has exited: regular
+/// files directly in `dir` (never through a symlink), in name order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactRequest {
+    pub dir: String,
+    /// Files returned at most (the rest are counted in [`Exit::artifacts_dropped`]).
+    pub max_count: u32,
+    /// Larger files are not returned (and counted as dropped); at most [`MAX_ARTIFACT`].
+    pub max_bytes: u64,
+}
+
+/// The largest file one `Artifact` frame carries (a frame also holds its name).
+pub const MAX_ARTIFACT: u64 = (MAX_FRAME - 1024) as u64;
+
+/// `Artifact` frame payload: `[name length: u16 BE][name][file bytes]`.
+pub fn encode_artifact(name: &str, data: &[u8]) -> Vec<u8> {
+    let name = &name.as_bytes()[..name.len().min(255)];
+    let mut out = Vec::with_capacity(2 + name.len() + data.len());
+    out.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    out.extend_from_slice(name);
+    out.extend_from_slice(data);
+    out
+}
+
+/// The name and bytes of an `Artifact` frame payload.
+pub fn decode_artifact(payload: &[u8]) -> Option<(String, &[u8])> {
+    let len = usize::from(u16::from_be_bytes([*payload.first()?, *payload.get(1)?]));
+    let name = std::str::from_utf8(payload.get(2..2 + len)?).ok()?;
+    Some((name.to_string(), &payload[2 + len..]))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +85,9 @@ pub struct Ready {
     /// supervisor predates the separation is refused rather than run as root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script_uid: Option<u32>,
+    /// The supervisor's crate version (absent from supervisors that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor_version: Option<String>,
 }
 
 /// Resource use of the run, measured inside the container (never from anything the script prints).
@@ -67,6 +110,9 @@ pub struct Exit {
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
     pub usage: Usage,
+    /// Files of [`Job::artifacts`] not returned (over the count or the size cap, or unreadable).
+    #[serde(default)]
+    pub artifacts_dropped: u32,
 }
 
 /// The supervisor could not run the job (it never ran, or the interpreter could not start).
@@ -83,6 +129,7 @@ pub enum FrameKind {
     Stderr = 3,
     Exit = 4,
     Failure = 5,
+    Artifact = 6,
 }
 
 impl FrameKind {
@@ -93,6 +140,7 @@ impl FrameKind {
             3 => FrameKind::Stderr,
             4 => FrameKind::Exit,
             5 => FrameKind::Failure,
+            6 => FrameKind::Artifact,
             _ => return None,
         })
     }
@@ -201,6 +249,17 @@ mod tests {
     }
 
     #[test]
+    fn artifact_payloads_round_trip() {
+        let p = encode_artifact("figure-001.png", b"\x89PNG");
+        assert_eq!(
+            decode_artifact(&p),
+            Some(("figure-001.png".to_string(), &b"\x89PNG"[..]))
+        );
+        assert_eq!(decode_artifact(&[0, 9, b'a']), None);
+        assert_eq!(decode_artifact(&[]), None);
+    }
+
+    #[test]
     fn bad_frames_are_errors_not_panics() {
         let mut d = FrameDecoder::default();
         d.push(&[9, 0, 0, 0, 0]);
@@ -218,8 +277,11 @@ mod tests {
             script: "print(1)".into(),
             stdin: String::new(),
             output_limit: 10,
+            artifacts: None,
         };
         let wire = encode_job(&job);
+        // A job without files is exactly what older supervisors accept.
+        assert!(!String::from_utf8_lossy(&wire).contains("artifacts"));
         let len = u32::from_be_bytes([wire[0], wire[1], wire[2], wire[3]]) as usize;
         assert_eq!(len, wire.len() - 4);
         let back: Job = serde_json::from_slice(&wire[4..]).expect("json");

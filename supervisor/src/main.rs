@@ -15,6 +15,7 @@
 //! on the engine's profile, which the script inherits.
 //! The host still owns the deadline: it kills the whole container at timeout.
 
+mod artifacts;
 mod child;
 mod filter;
 mod identity;
@@ -46,10 +47,12 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     filter::install()?;
     let sigchld = sys::SignalFd::for_sigchld()?;
     let mut launch = child::Launch::new(language, split)?;
+    launch.wait_preimport()?;
     let ready = Ready {
         version: PROTOCOL_VERSION,
         language: language.to_string(),
         script_uid: split.map(|s| s.script_uid),
+        supervisor_version: Some(env!("CARGO_PKG_VERSION").to_string()),
     };
     emit(
         FrameKind::Ready,
@@ -71,7 +74,10 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     if let Some(split) = split {
         split.become_supervisor()?;
     }
-    let exit = relay::relay(running, &job, &sigchld)?;
+    let mut exit = relay::relay(running, &job, &sigchld)?;
+    if let Some(request) = &job.artifacts {
+        exit.artifacts_dropped = artifacts::send(request)?;
+    }
     emit(
         FrameKind::Exit,
         &serde_json::to_vec(&exit).map_err(|e| e.to_string())?,

@@ -174,6 +174,7 @@ pub fn relay(running: Running, job: &Job, sigchld: &sys::SignalFd) -> Result<Exi
         stdout_truncated: streams[0].truncated,
         stderr_truncated: streams[1].truncated,
         usage: usage::measure(cpu, rss),
+        artifacts_dropped: 0,
     })
 }
 

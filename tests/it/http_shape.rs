@@ -117,6 +117,9 @@ impl Lease for FakeLease {
                     ..Timings::default()
                 },
                 warm: false,
+                files: Vec::new(),
+                files_dropped: 0,
+                provenance: Default::default(),
             }
         })
     }

@@ -4,6 +4,13 @@
 //!    standard library, bash, jq, gawk, bc, procps; no docs or locales), which is imported.
 //! 2. The runner image: `images/offline/Dockerfile` on that base adds the supervisor.
 //!
+//! 3. The `data` profile: the same two steps with the scientific Python stack (`DATA_PACKAGES`) and
+//!    `images/offline/data.Dockerfile`, tagged `scriptgate-runner-data`.
+//!
+//! After a runner image is built, `images/profile/info.py` runs once in it (no network) and what it
+//! prints (Python and package versions) becomes the image's `scriptgate.profile.info` label, which
+//! `GET /v1/profiles` reports: recorded at build time, never guessed.
+//!
 //! Both tags carry a hash of what went into them, so a second build with nothing changed only
 //! checks that the images exist; each is also tagged `latest`, so other Dockerfiles can name the
 //! base without knowing the hash (`images/service/Dockerfile`, the service image of
@@ -14,7 +21,13 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use bollard::Docker;
-use bollard::query_parameters::{BuildImageOptions, CreateImageOptions, TagImageOptions};
+use bollard::container::LogOutput;
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    BuildImageOptions, CreateContainerOptions, CreateImageOptions, LogsOptions,
+    RemoveContainerOptions, RemoveImageOptions, StartContainerOptions, TagImageOptions,
+    WaitContainerOptions,
+};
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
@@ -25,10 +38,32 @@ use crate::sandbox::SandboxError;
 pub const DEFAULT_IMAGE: &str = "scriptgate-runner:latest";
 /// The current base image under a stable name (`FROM` of `images/service/Dockerfile`).
 pub const BASE_IMAGE: &str = "scriptgate-base:latest";
-const RUNNER_REPO: &str = "scriptgate-runner";
-const BASE_REPO: &str = "scriptgate-base";
+/// The `data` profile's image.
+pub const DATA_IMAGE: &str = "scriptgate-runner-data:latest";
+/// The label holding what `images/profile/info.py` printed when the image was built.
+pub const INFO_LABEL: &str = "scriptgate.profile.info";
 const SUITE: &str = "bookworm";
 const PACKAGES: &[&str] = &["python3", "bash", "jq", "gawk", "bc", "procps"];
+/// The `data` profile's packages, on top of [`PACKAGES`].
+pub const DATA_PACKAGES: &[&str] = &[
+    "python3-numpy",
+    "python3-pandas",
+    "python3-scipy",
+    "python3-matplotlib",
+    "python3-sklearn",
+    "python3-statsmodels",
+    "python3-sympy",
+    "python3-networkx",
+    "python3-pil",
+    "python3-requests",
+    "python3-bs4",
+    "python3-lxml",
+    "python3-openpyxl",
+    "python3-yaml",
+    "python3-tabulate",
+    "sqlite3",
+    "fonts-dejavu-core",
+];
 const EXCLUDES: &[&str] = &[
     "path-exclude=/usr/share/doc/*",
     "path-exclude=/usr/share/man/*",
@@ -37,6 +72,55 @@ const EXCLUDES: &[&str] = &[
     "path-include=/usr/share/locale/locale.alias",
 ];
 const DOCKERFILE: &str = include_str!("../../../images/offline/Dockerfile");
+const DATA_DOCKERFILE: &str = include_str!("../../../images/offline/data.Dockerfile");
+const PLOT_HOOK: &str = include_str!("../../../images/profile/scriptgate_plots.py");
+const INFO_SCRIPT: &str = include_str!("../../../images/profile/info.py");
+
+/// How one built-in profile's image is made.
+#[derive(Debug, Clone, Copy)]
+struct Recipe {
+    profile: &'static str,
+    base_repo: &'static str,
+    runner_repo: &'static str,
+    extra_packages: &'static [&'static str],
+    dockerfile: &'static str,
+    /// Extra files of the build context (name, contents).
+    files: &'static [(&'static str, &'static str)],
+}
+
+const RECIPES: [Recipe; 2] = [
+    Recipe {
+        profile: "minimal",
+        base_repo: "scriptgate-base",
+        runner_repo: "scriptgate-runner",
+        extra_packages: &[],
+        dockerfile: DOCKERFILE,
+        files: &[],
+    },
+    Recipe {
+        profile: "data",
+        base_repo: "scriptgate-base-data",
+        runner_repo: "scriptgate-runner-data",
+        extra_packages: DATA_PACKAGES,
+        dockerfile: DATA_DOCKERFILE,
+        files: &[("scriptgate_plots.py", PLOT_HOOK)],
+    },
+];
+
+impl Recipe {
+    fn packages(&self) -> Vec<&'static str> {
+        PACKAGES
+            .iter()
+            .chain(self.extra_packages)
+            .copied()
+            .collect()
+    }
+}
+
+/// The built-in profiles `scriptgate images build --profile` knows.
+pub fn buildable_profiles() -> Vec<&'static str> {
+    RECIPES.iter().map(|r| r.profile).collect()
+}
 
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
@@ -46,6 +130,8 @@ pub struct BuildOptions {
     pub force: bool,
     /// Debian mirror for mmdebstrap (default: its own choice, usually deb.debian.org).
     pub mirror: Option<String>,
+    /// Build only this built-in profile's image (default: all of them).
+    pub profile: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,16 +158,44 @@ pub fn default_supervisor() -> Option<PathBuf> {
     candidate.is_file().then_some(candidate)
 }
 
-/// Builds (or confirms) the base and runner images; returns the runner image tag.
+/// Builds (or confirms) the base and runner images of every built-in profile (or of
+/// `options.profile`); returns the runner image tags.
 pub async fn build(
     docker: &Docker,
     options: &BuildOptions,
     progress: &mut dyn FnMut(&str),
-) -> Result<String, ImageError> {
-    let base = ensure_base(docker, options, progress).await?;
-    tag_latest(docker, &base, BASE_REPO).await?;
-    progress(&format!("tagged {base} as {BASE_IMAGE}"));
-    ensure_runner(docker, &base, options, progress).await
+) -> Result<Vec<String>, ImageError> {
+    let recipes: Vec<&Recipe> = match &options.profile {
+        None => RECIPES.iter().collect(),
+        Some(name) => vec![RECIPES.iter().find(|r| r.profile == name).ok_or_else(|| {
+            ImageError::Build(format!(
+                "no built-in profile `{name}` (known: {})",
+                buildable_profiles().join(", ")
+            ))
+        })?],
+    };
+    let mut built = Vec::new();
+    for recipe in recipes {
+        let started = std::time::Instant::now();
+        let base = ensure_base(docker, recipe, options, progress).await?;
+        tag_latest(docker, &base, recipe.base_repo).await?;
+        progress(&format!("tagged {base} as {}:latest", recipe.base_repo));
+        let image = ensure_runner(docker, &base, recipe, options, progress).await?;
+        let size = docker
+            .inspect_image(&image)
+            .await
+            .map_err(classify)?
+            .size
+            .unwrap_or(0);
+        progress(&format!(
+            "profile {}: {image} ready in {:.1}s, {:.0} MB",
+            recipe.profile,
+            started.elapsed().as_secs_f64(),
+            size as f64 / 1e6
+        ));
+        built.push(image);
+    }
+    Ok(built)
 }
 
 /// Tags `image` as `<repo>:latest`.
@@ -111,12 +225,14 @@ async fn exists(docker: &Docker, image: &str) -> Result<Option<String>, ImageErr
 
 async fn ensure_base(
     docker: &Docker,
+    recipe: &Recipe,
     options: &BuildOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<String, ImageError> {
-    let recipe = format!("{SUITE} {} {}", PACKAGES.join(","), EXCLUDES.join(","));
-    let tag = format!("{SUITE}-{}", hash(&[recipe.as_bytes()]));
-    let image = format!("{BASE_REPO}:{tag}");
+    let packages = recipe.packages();
+    let key = format!("{SUITE} {} {}", packages.join(","), EXCLUDES.join(","));
+    let tag = format!("{SUITE}-{}", hash(&[key.as_bytes()]));
+    let image = format!("{}:{tag}", recipe.base_repo);
     if !options.force && exists(docker, &image).await?.is_some() {
         progress(&format!("base image {image} is current"));
         return Ok(image);
@@ -126,9 +242,9 @@ async fn ensure_base(
     let rootfs = dir.path().join("rootfs.tar");
     progress(&format!(
         "building a {SUITE} rootfs with mmdebstrap ({})",
-        PACKAGES.join(", ")
+        packages.join(", ")
     ));
-    run_mmdebstrap(&rootfs, options.mirror.as_deref()).await?;
+    run_mmdebstrap(&rootfs, &packages, options.mirror.as_deref()).await?;
     progress(&format!("importing it as {image}"));
     let file = tokio::fs::File::open(&rootfs)
         .await
@@ -137,7 +253,7 @@ async fn ensure_base(
     let mut import = docker.create_image(
         Some(CreateImageOptions {
             from_src: Some("-".into()),
-            repo: Some(BASE_REPO.into()),
+            repo: Some(recipe.base_repo.into()),
             tag: Some(tag),
             changes: vec!["ENV LANG=C.UTF-8".into()],
             ..Default::default()
@@ -157,11 +273,15 @@ async fn ensure_base(
     Ok(image)
 }
 
-async fn run_mmdebstrap(rootfs: &Path, mirror: Option<&str>) -> Result<(), ImageError> {
+async fn run_mmdebstrap(
+    rootfs: &Path,
+    packages: &[&str],
+    mirror: Option<&str>,
+) -> Result<(), ImageError> {
     let mut command = tokio::process::Command::new("mmdebstrap");
     command
         .arg("--variant=essential")
-        .arg(format!("--include={}", PACKAGES.join(",")))
+        .arg(format!("--include={}", packages.join(",")))
         .arg("--quiet");
     for exclude in EXCLUDES {
         command.arg(format!("--dpkgopt={exclude}"));
@@ -186,6 +306,7 @@ async fn run_mmdebstrap(rootfs: &Path, mirror: Option<&str>) -> Result<(), Image
 async fn ensure_runner(
     docker: &Docker,
     base: &str,
+    recipe: &Recipe,
     options: &BuildOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<String, ImageError> {
@@ -196,46 +317,154 @@ async fn ensure_runner(
         ))
     })?;
     let base_id = exists(docker, base).await?.unwrap_or_default();
-    let tag = hash(&[DOCKERFILE.as_bytes(), &supervisor, base_id.as_bytes()]);
-    let image = format!("{RUNNER_REPO}:{tag}");
+    let mut parts: Vec<&[u8]> = vec![
+        recipe.dockerfile.as_bytes(),
+        &supervisor,
+        base_id.as_bytes(),
+    ];
+    for (name, data) in recipe.files {
+        parts.extend([name.as_bytes(), data.as_bytes()]);
+    }
+    parts.push(INFO_SCRIPT.as_bytes());
+    let tag = hash(&parts);
+    let image = format!("{}:{tag}", recipe.runner_repo);
     if options.force || exists(docker, &image).await?.is_none() {
         progress(&format!("building {image}"));
-        let context = context_tar(&supervisor)
+        let staged = format!("{}:{tag}-staged", recipe.runner_repo);
+        let mut files = vec![("Dockerfile", recipe.dockerfile.as_bytes())];
+        files.extend(recipe.files.iter().map(|(n, d)| (*n, d.as_bytes())));
+        let context = context_tar(&files, &supervisor)
             .map_err(|e| ImageError::Build(format!("build context: {e}")))?;
-        let mut build = docker.build_image(
-            BuildImageOptions {
-                dockerfile: "Dockerfile".into(),
-                t: Some(image.clone()),
-                buildargs: Some(HashMap::from([("BASE".to_string(), base.to_string())])),
-                rm: true,
-                forcerm: true,
-                labels: Some(HashMap::from([(
-                    "scriptgate.supervisor".to_string(),
-                    tag.clone(),
-                )])),
-                ..Default::default()
-            },
-            None,
-            Some(bollard::body_full(context.into())),
-        );
-        while let Some(info) = build.next().await {
-            let info = info.map_err(classify)?;
-            if let Some(detail) = info.error_detail {
-                return Err(ImageError::Build(format!(
-                    "build failed: {}",
-                    detail.message.unwrap_or_default()
-                )));
-            }
-        }
+        let labels = HashMap::from([
+            ("scriptgate.supervisor".to_string(), tag.clone()),
+            ("scriptgate.profile".to_string(), recipe.profile.to_string()),
+        ]);
+        let args = HashMap::from([("BASE".to_string(), base.to_string())]);
+        docker_build(docker, &staged, context, args, labels.clone()).await?;
+        progress(&format!("recording what {staged} holds"));
+        let info = profile_info(docker, &staged).await?;
+        let mut labels = labels;
+        labels.insert(INFO_LABEL.to_string(), info);
+        let context = context_tar(&[("Dockerfile", b"ARG IMAGE\nFROM ${IMAGE}\n")], &[])
+            .map_err(|e| ImageError::Build(format!("build context: {e}")))?;
+        let args = HashMap::from([("IMAGE".to_string(), staged.clone())]);
+        docker_build(docker, &image, context, args, labels).await?;
+        let _ = docker
+            .remove_image(&staged, None::<RemoveImageOptions>, None)
+            .await;
     } else {
         progress(&format!("runner image {image} is current"));
     }
-    tag_latest(docker, &image, RUNNER_REPO).await?;
-    progress(&format!("tagged {image} as {DEFAULT_IMAGE}"));
-    Ok(DEFAULT_IMAGE.to_string())
+    tag_latest(docker, &image, recipe.runner_repo).await?;
+    let latest = format!("{}:latest", recipe.runner_repo);
+    progress(&format!("tagged {image} as {latest}"));
+    Ok(latest)
 }
 
-fn context_tar(supervisor: &[u8]) -> std::io::Result<Vec<u8>> {
+async fn docker_build(
+    docker: &Docker,
+    tag: &str,
+    context: Vec<u8>,
+    buildargs: HashMap<String, String>,
+    labels: HashMap<String, String>,
+) -> Result<(), ImageError> {
+    let mut build = docker.build_image(
+        BuildImageOptions {
+            dockerfile: "Dockerfile".into(),
+            t: Some(tag.to_string()),
+            buildargs: Some(buildargs),
+            rm: true,
+            forcerm: true,
+            labels: Some(labels),
+            ..Default::default()
+        },
+        None,
+        Some(bollard::body_full(context.into())),
+    );
+    while let Some(info) = build.next().await {
+        let info = info.map_err(classify)?;
+        if let Some(detail) = info.error_detail {
+            return Err(ImageError::Build(format!(
+                "build of {tag} failed: {}",
+                detail.message.unwrap_or_default()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `images/profile/info.py` once in `image` (no network, read-only, unprivileged) and returns
+/// the JSON it printed.
+async fn profile_info(docker: &Docker, image: &str) -> Result<String, ImageError> {
+    let body = ContainerCreateBody {
+        image: Some(image.to_string()),
+        entrypoint: Some(vec!["python3".into(), "-c".into(), INFO_SCRIPT.into()]),
+        cmd: Some(vec![]),
+        user: Some("65534:65534".into()),
+        network_disabled: Some(true),
+        host_config: Some(HostConfig {
+            network_mode: Some("none".into()),
+            readonly_rootfs: Some(true),
+            cap_drop: Some(vec!["ALL".into()]),
+            tmpfs: Some(HashMap::from([(
+                "/tmp".to_string(),
+                "size=16m".to_string(),
+            )])),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let created = docker
+        .create_container(None::<CreateContainerOptions>, body)
+        .await
+        .map_err(classify)?;
+    let result = collect_info(docker, &created.id).await;
+    let _ = docker
+        .remove_container(
+            &created.id,
+            Some(RemoveContainerOptions {
+                force: true,
+                v: true,
+                link: false,
+            }),
+        )
+        .await;
+    result
+}
+
+async fn collect_info(docker: &Docker, id: &str) -> Result<String, ImageError> {
+    docker
+        .start_container(id, None::<StartContainerOptions>)
+        .await
+        .map_err(classify)?;
+    let mut wait = docker.wait_container(id, None::<WaitContainerOptions>);
+    while let Some(w) = wait.next().await {
+        if let Err(e) = w {
+            return Err(ImageError::Build(format!("profile info: {e}")));
+        }
+    }
+    let mut logs = docker.logs(
+        id,
+        Some(LogsOptions {
+            stdout: true,
+            stderr: true,
+            ..Default::default()
+        }),
+    );
+    let (mut out, mut err) = (String::new(), String::new());
+    while let Some(chunk) = logs.next().await {
+        match chunk.map_err(classify)? {
+            LogOutput::StdOut { message } => out.push_str(&String::from_utf8_lossy(&message)),
+            other => err.push_str(&other.to_string()),
+        }
+    }
+    let line = out.trim();
+    serde_json::from_str::<serde_json::Value>(line)
+        .map_err(|e| ImageError::Build(format!("profile info is not JSON ({e}): {line} {err}")))?;
+    Ok(line.to_string())
+}
+
+fn context_tar(files: &[(&str, &[u8])], supervisor: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
     let mut add = |name: &str, data: &[u8], mode: u32| {
         let mut header = tar::Header::new_gnu();
@@ -244,8 +473,12 @@ fn context_tar(supervisor: &[u8]) -> std::io::Result<Vec<u8>> {
         header.set_cksum();
         builder.append_data(&mut header, name, data)
     };
-    add("Dockerfile", DOCKERFILE.as_bytes(), 0o644)?;
-    add("scriptgate-supervisor", supervisor, 0o755)?;
+    for (name, data) in files {
+        add(name, data, 0o644)?;
+    }
+    if !supervisor.is_empty() {
+        add("scriptgate-supervisor", supervisor, 0o755)?;
+    }
     let mut out = builder.into_inner()?;
     out.flush()?;
     Ok(out)

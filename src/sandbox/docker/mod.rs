@@ -22,12 +22,14 @@ use bollard::query_parameters::{
     StartContainerOptions,
 };
 use futures::future::BoxFuture;
+use scriptgate_supervisor::ArtifactRequest;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use super::{Lease, Limits, Readiness, RunOutcome, RunSpec, Runner, SandboxError, SandboxStats};
+use crate::sandbox::profiles::{Profile, ProfileConfig, Profiles};
 use crate::script::Language;
 pub use pool::PoolConfig;
 use session::Prepared;
@@ -51,6 +53,9 @@ pub struct DockerConfig {
     /// How long a container may take to start and report ready.
     pub start_timeout_secs: u64,
     pub pool: PoolConfig,
+    /// Runner profiles (`[[sandbox.profiles]]`), besides or replacing the built-in `minimal` and
+    /// `data` ([`profiles`](crate::sandbox::profiles)).
+    pub profiles: Vec<ProfileConfig>,
 }
 
 impl Default for DockerConfig {
@@ -64,11 +69,22 @@ impl Default for DockerConfig {
             limits: Limits::default(),
             start_timeout_secs: 30,
             pool: PoolConfig::default(),
+            profiles: Vec::new(),
         }
     }
 }
 
 impl DockerConfig {
+    /// The built-in and configured profiles, checked.
+    pub fn resolved_profiles(&self) -> Result<Profiles, String> {
+        Profiles::resolve(
+            &self.python_image,
+            &self.bash_image,
+            self.pool.size,
+            &self.profiles,
+        )
+    }
+
     pub fn image(&self, language: Language) -> &str {
         match language {
             Language::Python => &self.python_image,
@@ -268,6 +284,7 @@ pub(crate) struct Inner {
     /// Whether the API version was negotiated (it is retried until the engine answers once).
     negotiated: std::sync::atomic::AtomicBool,
     config: DockerConfig,
+    profiles: Profiles,
     cleaner: Arc<Cleaner>,
     pool: pool::Pool,
     shutdown: CancellationToken,
@@ -292,8 +309,12 @@ impl DockerSandbox {
             failed: Mutex::new(HashSet::new()),
             tasks: TaskTracker::new(),
         });
+        let profiles = config
+            .resolved_profiles()
+            .map_err(SandboxError::StartFailed)?;
         let inner = Arc::new(Inner {
-            pool: pool::Pool::new(&config.pool),
+            pool: pool::Pool::new(&config.pool, &profiles),
+            profiles,
             negotiated: std::sync::atomic::AtomicBool::new(negotiated),
             docker,
             config,
@@ -308,6 +329,10 @@ impl DockerSandbox {
 
     pub fn config(&self) -> &DockerConfig {
         &self.inner.config
+    }
+
+    pub fn profiles(&self) -> &Profiles {
+        &self.inner.profiles
     }
 
     /// Removes containers of other instances named `<prefix>…` whose creating process has died
@@ -336,12 +361,13 @@ impl Inner {
     /// A started container whose supervisor reported ready.
     async fn prepare(
         self: &Arc<Self>,
+        profile: &Profile,
         language: Language,
         execution_id: Uuid,
     ) -> Result<Prepared, SandboxError> {
         self.ensure_engine().await?;
         let started = Instant::now();
-        let body = spec::container(&self.config, language, execution_id);
+        let body = spec::container(&self.config, profile, language, execution_id);
         let created = self
             .docker
             .create_container(Some(CreateContainerOptions::default()), body)
@@ -349,6 +375,12 @@ impl Inner {
             .map_err(classify)?;
         // From here on the container is removed whatever happens.
         let removal = Removal::new(&self.cleaner, &created.id);
+        let digest = self
+            .docker
+            .inspect_container(&created.id, None)
+            .await
+            .ok()
+            .and_then(|c| c.image);
         let create = started.elapsed();
         let attach = self
             .docker
@@ -382,11 +414,23 @@ impl Inner {
             timeout,
         )
         .await?;
-        Ok(prepared.with_timings(create, started.elapsed() - create))
+        let files = profile.plots.then(|| ArtifactRequest {
+            dir: spec::PLOT_DIR.to_string(),
+            max_count: self.config.limits.max_images,
+            max_bytes: self
+                .config
+                .limits
+                .max_image_bytes
+                .min(scriptgate_supervisor::MAX_ARTIFACT),
+        });
+        Ok(prepared
+            .with_origin(&profile.name, profile.image(language), digest, files)
+            .with_timings(create, started.elapsed() - create))
     }
 
     async fn acquire(
         self: &Arc<Self>,
+        profile: &str,
         language: Language,
         execution_id: Option<Uuid>,
     ) -> Result<DockerLease, SandboxError> {
@@ -395,16 +439,25 @@ impl Inner {
                 "the service is shutting down".into(),
             ));
         }
+        let profile = self
+            .profiles
+            .select(Some(profile), language)
+            .map_err(|e| SandboxError::StartFailed(e.to_string()))?
+            .clone();
         let warm = match execution_id {
             // A warm container already carries its own execution id label.
-            None => self.pool.take(language),
+            None => self.pool.take(&profile.name, language),
             Some(_) => None,
         };
         let prepared = match warm {
             Some(p) => p,
             None => {
-                self.prepare(language, execution_id.unwrap_or_else(Uuid::new_v4))
-                    .await?
+                self.prepare(
+                    &profile,
+                    language,
+                    execution_id.unwrap_or_else(Uuid::new_v4),
+                )
+                .await?
             }
         };
         Ok(DockerLease {
@@ -448,22 +501,38 @@ impl Runner for DockerSandbox {
         language: Language,
         execution_id: Option<Uuid>,
     ) -> BoxFuture<'_, Result<Box<dyn Lease>, SandboxError>> {
+        self.acquire_in(
+            crate::sandbox::profiles::DEFAULT_PROFILE,
+            language,
+            execution_id,
+        )
+    }
+
+    fn acquire_in(
+        &self,
+        profile: &str,
+        language: Language,
+        execution_id: Option<Uuid>,
+    ) -> BoxFuture<'_, Result<Box<dyn Lease>, SandboxError>> {
+        let profile = profile.to_string();
         Box::pin(async move {
-            let lease = self.inner.acquire(language, execution_id).await?;
+            let lease = self.inner.acquire(&profile, language, execution_id).await?;
             Ok(Box::new(lease) as Box<dyn Lease>)
         })
     }
 
     fn readiness(&self) -> BoxFuture<'_, Readiness> {
         Box::pin(async move {
-            let images: Vec<String> = {
-                let mut v = vec![
-                    self.inner.config.python_image.clone(),
-                    self.inner.config.bash_image.clone(),
-                ];
-                v.dedup();
-                v
-            };
+            // Only the default profile's images decide readiness: another profile whose image is
+            // missing answers `engine_unavailable` for its own runs (and `/v1/profiles` says so).
+            let images: Vec<String> = self
+                .inner
+                .profiles
+                .default_profile()
+                .images()
+                .into_iter()
+                .map(String::from)
+                .collect();
             if let Err(e) = self.inner.ensure_engine().await {
                 return Readiness {
                     engine: false,
@@ -492,6 +561,38 @@ impl Runner for DockerSandbox {
                 images: present,
                 detail,
             }
+        })
+    }
+
+    fn profile_status(&self) -> BoxFuture<'_, Vec<super::ProfileStatus>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            for profile in self.inner.profiles.all() {
+                let mut available = true;
+                let mut first = None;
+                for image in profile.images() {
+                    match self.inner.docker.inspect_image(image).await {
+                        Ok(i) => {
+                            first.get_or_insert(i);
+                        }
+                        Err(_) => available = false,
+                    }
+                }
+                let built = first
+                    .as_ref()
+                    .and_then(|i| i.config.as_ref())
+                    .and_then(|c| c.labels.as_ref())
+                    .and_then(|l| l.get(images::INFO_LABEL))
+                    .and_then(|v| serde_json::from_str(v).ok());
+                out.push(super::ProfileStatus {
+                    profile: profile.clone(),
+                    available,
+                    image_digest: first.and_then(|i| i.id),
+                    built,
+                    pool_ready: self.inner.pool.ready_in(&profile.name),
+                });
+            }
+            out
         })
     }
 

@@ -1,6 +1,8 @@
 //! Warm containers: started, attached and ready before any request, each used exactly once.
 //!
-//! A request takes the oldest ready container of its language (or runs cold when there is none);
+//! Each runner profile has its own pool per language (sized by the profile's `pool_size`), with its
+//! own failure back-off, so a profile whose image is missing does not hold up the others.
+//! A request takes the oldest ready container of its profile and language (or runs cold when there is none);
 //! a refill task starts replacements in the background, evicts containers that died or grew old, and
 //! backs off while the engine is unavailable. Nothing is reused: a taken container is removed after
 //! its run like any other.
@@ -16,6 +18,7 @@ use uuid::Uuid;
 
 use super::Inner;
 use super::session::Prepared;
+use crate::sandbox::profiles::{Profile, Profiles};
 use crate::script::Language;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,26 +42,44 @@ impl Default for PoolConfig {
     }
 }
 
+/// The warm containers of one profile and language.
+#[derive(Debug)]
+struct Slot {
+    profile: Profile,
+    language: Language,
+    size: usize,
+    ready: Mutex<VecDeque<Prepared>>,
+    starting: AtomicUsize,
+    failures: AtomicU32,
+}
+
 #[derive(Debug)]
 pub(crate) struct Pool {
     config: PoolConfig,
-    ready: [Mutex<VecDeque<Prepared>>; 2],
-    starting: [AtomicUsize; 2],
-    failures: AtomicU32,
+    slots: Vec<Slot>,
     wake: Arc<Notify>,
 }
 
-fn slot(language: Language) -> usize {
-    usize::from(language == Language::Bash)
-}
-
 impl Pool {
-    pub fn new(config: &PoolConfig) -> Self {
+    pub fn new(config: &PoolConfig, profiles: &Profiles) -> Self {
+        let slots = profiles
+            .all()
+            .iter()
+            .flat_map(|p| {
+                p.languages.iter().map(|l| Slot {
+                    profile: p.clone(),
+                    language: *l,
+                    size: p.pool_size,
+                    ready: Mutex::new(VecDeque::new()),
+                    starting: AtomicUsize::new(0),
+                    failures: AtomicU32::new(0),
+                })
+            })
+            .filter(|s| s.size > 0)
+            .collect();
         Pool {
             config: config.clone(),
-            ready: [Mutex::new(VecDeque::new()), Mutex::new(VecDeque::new())],
-            starting: [AtomicUsize::new(0), AtomicUsize::new(0)],
-            failures: AtomicU32::new(0),
+            slots,
             wake: Arc::new(Notify::new()),
         }
     }
@@ -67,13 +88,17 @@ impl Pool {
         Duration::from_secs(self.config.max_age_secs)
     }
 
-    /// A ready container for `language`, if one is waiting.
-    pub fn take(&self, language: Language) -> Option<Prepared> {
-        if self.config.size == 0 {
-            return None;
-        }
+    fn slot(&self, profile: &str, language: Language) -> Option<&Slot> {
+        self.slots
+            .iter()
+            .find(|s| s.profile.name == profile && s.language == language)
+    }
+
+    /// A ready container of `profile` for `language`, if one is waiting.
+    pub fn take(&self, profile: &str, language: Language) -> Option<Prepared> {
+        let slot = self.slot(profile, language)?;
         let taken = {
-            let mut queue = self.ready[slot(language)].lock().expect("pool lock");
+            let mut queue = slot.ready.lock().expect("pool lock");
             let mut found = None;
             while let Some(p) = queue.pop_front() {
                 if p.alive() && p.ready_at.elapsed() < self.max_age() {
@@ -89,37 +114,47 @@ impl Pool {
     }
 
     pub fn ready_count(&self) -> usize {
-        self.ready
+        self.slots
             .iter()
-            .map(|q| q.lock().expect("pool lock").len())
+            .map(|s| s.ready.lock().expect("pool lock").len())
+            .sum()
+    }
+
+    /// Ready containers of one profile (all languages).
+    pub fn ready_in(&self, profile: &str) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.profile.name == profile)
+            .map(|s| s.ready.lock().expect("pool lock").len())
             .sum()
     }
 
     /// Discards every waiting container (each is removed as it drops).
     pub fn drain(&self) {
-        for q in &self.ready {
-            let drained: Vec<Prepared> = q.lock().expect("pool lock").drain(..).collect();
+        for s in &self.slots {
+            let drained: Vec<Prepared> = s.ready.lock().expect("pool lock").drain(..).collect();
             drop(drained);
         }
         self.wake.notify_waiters();
     }
+}
 
-    fn evict_unusable(&self, language: Language) {
-        let mut queue = self.ready[slot(language)].lock().expect("pool lock");
-        let max_age = self.max_age();
+impl Slot {
+    fn evict_unusable(&self, max_age: Duration) {
+        let mut queue = self.ready.lock().expect("pool lock");
         queue.retain(|p| p.alive() && p.ready_at.elapsed() < max_age);
     }
 
-    fn missing(&self, language: Language) -> usize {
-        let ready = self.ready[slot(language)].lock().expect("pool lock").len();
-        let starting = self.starting[slot(language)].load(Ordering::SeqCst);
-        self.config.size.saturating_sub(ready + starting)
+    fn missing(&self) -> usize {
+        let ready = self.ready.lock().expect("pool lock").len();
+        let starting = self.starting.load(Ordering::SeqCst);
+        self.size.saturating_sub(ready + starting)
     }
 }
 
-/// Starts the background task that keeps the pool full (nothing when the pool is disabled).
+/// Starts the background task that keeps the pools full (nothing when every pool is disabled).
 pub(crate) fn spawn_refill(inner: &Arc<Inner>) {
-    if inner.pool.config.size == 0 {
+    if inner.pool.slots.is_empty() {
         return;
     }
     tokio::spawn(refill(Arc::downgrade(inner)));
@@ -131,29 +166,30 @@ async fn refill(weak: Weak<Inner>) {
         if inner.shutdown.is_cancelled() {
             return;
         }
-        let failures = inner.pool.failures.load(Ordering::SeqCst);
-        if failures == 0 {
-            for language in Language::ALL {
-                inner.pool.evict_unusable(language);
-                let starting = inner.pool.starting[slot(language)].load(Ordering::SeqCst);
-                let room = inner
-                    .pool
-                    .config
-                    .parallel_starts
-                    .max(1)
-                    .saturating_sub(starting);
-                for _ in 0..inner.pool.missing(language).min(room) {
-                    inner.pool.starting[slot(language)].fetch_add(1, Ordering::SeqCst);
-                    // Tracked: shutdown waits for starts in progress, which then remove their container.
-                    inner
-                        .cleaner
-                        .tasks
-                        .spawn(start_one(inner.clone(), language));
-                }
+        let max_age = inner.pool.max_age();
+        let mut worst = 0;
+        for (index, slot) in inner.pool.slots.iter().enumerate() {
+            let failures = slot.failures.load(Ordering::SeqCst);
+            worst = worst.max(failures);
+            if failures > 0 {
+                continue;
+            }
+            slot.evict_unusable(max_age);
+            let starting = slot.starting.load(Ordering::SeqCst);
+            let room = inner
+                .pool
+                .config
+                .parallel_starts
+                .max(1)
+                .saturating_sub(starting);
+            for _ in 0..slot.missing().min(room) {
+                slot.starting.fetch_add(1, Ordering::SeqCst);
+                // Tracked: shutdown waits for starts in progress, which then remove their container.
+                inner.cleaner.tasks.spawn(start_one(inner.clone(), index));
             }
         }
         // Waiting holds no strong reference, so a dropped sandbox ends this task.
-        let pause = match failures {
+        let pause = match worst {
             0 => Duration::from_secs(30),
             // The engine is failing: retry soon (recovery within seconds once it is back).
             n => Duration::from_millis(250 * u64::from(n.min(8))),
@@ -166,7 +202,9 @@ async fn refill(weak: Weak<Inner>) {
             _ = tokio::time::sleep(pause) => {
                 if let Some(inner) = weak.upgrade() {
                     // After a pause, try again even if the last start failed.
-                    inner.pool.failures.store(0, Ordering::SeqCst);
+                    for slot in &inner.pool.slots {
+                        slot.failures.store(0, Ordering::SeqCst);
+                    }
                 }
             }
             _ = cancelled.cancelled() => return,
@@ -174,23 +212,23 @@ async fn refill(weak: Weak<Inner>) {
     }
 }
 
-async fn start_one(inner: Arc<Inner>, language: Language) {
-    match inner.prepare(language, Uuid::new_v4()).await {
+async fn start_one(inner: Arc<Inner>, index: usize) {
+    let slot = &inner.pool.slots[index];
+    let language = slot.language;
+    match inner.prepare(&slot.profile, language, Uuid::new_v4()).await {
         Ok(prepared) if !inner.shutdown.is_cancelled() => {
-            inner.pool.failures.store(0, Ordering::SeqCst);
-            inner.pool.ready[slot(language)]
-                .lock()
-                .expect("pool lock")
-                .push_back(prepared);
+            slot.failures.store(0, Ordering::SeqCst);
+            slot.ready.lock().expect("pool lock").push_back(prepared);
         }
         Ok(_) => {}
         Err(e) => {
-            let n = inner.pool.failures.fetch_add(1, Ordering::SeqCst);
+            let n = slot.failures.fetch_add(1, Ordering::SeqCst);
             if n == 0 {
-                tracing::warn!(%language, error = %e, "could not start a warm container; retrying");
+                tracing::warn!(profile = %slot.profile.name, %language, error = %e,
+                    "could not start a warm container; retrying");
             }
         }
     }
-    inner.pool.starting[slot(language)].fetch_sub(1, Ordering::SeqCst);
+    slot.starting.fetch_sub(1, Ordering::SeqCst);
     inner.pool.wake.notify_one();
 }

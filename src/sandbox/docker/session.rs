@@ -13,14 +13,17 @@ use bollard::container::{AttachContainerResults, LogOutput};
 use bytes::Bytes;
 use futures::StreamExt;
 use scriptgate_supervisor::{
-    Exit, Failure, FrameDecoder, FrameKind, Job, PROTOCOL_VERSION, Ready, encode_job,
+    ArtifactRequest, Exit, Failure, FrameDecoder, FrameKind, Job, PROTOCOL_VERSION, Ready,
+    decode_artifact, encode_job,
 };
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::{Cleaner, Removal, short};
-use crate::sandbox::{CappedText, RunOutcome, RunSpec, SandboxError, Timings};
+use crate::sandbox::{
+    CappedText, OutputFile, Provenance, RunOutcome, RunSpec, SandboxError, Timings,
+};
 use crate::script::Language;
 
 /// What the supervisor writes to its own stderr (diagnostics only) is kept up to this size.
@@ -58,6 +61,9 @@ pub(crate) struct Prepared {
     create: Duration,
     start: Duration,
     warm: bool,
+    provenance: Provenance,
+    /// Files to ask the supervisor for (profiles with plots).
+    files: Option<ArtifactRequest>,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -140,6 +146,8 @@ impl Prepared {
             create: Duration::ZERO,
             start: Duration::ZERO,
             warm: false,
+            provenance: Provenance::default(),
+            files: None,
         };
         let mut diagnostics = CappedText::new(DIAGNOSTICS);
         let wait = async {
@@ -155,6 +163,7 @@ impl Prepared {
                                 ready.version
                             )));
                         }
+                        prepared.provenance.supervisor_version = ready.supervisor_version;
                         if ready.script_uid != script_uid {
                             return Err(SandboxError::StartFailed(format!(
                                 "the supervisor runs the script as uid {:?}, the service expects {script_uid:?}: rebuild the images",
@@ -195,6 +204,22 @@ impl Prepared {
         }
     }
 
+    /// Records what runs the script (the supervisor version comes from its `Ready`) and which
+    /// files to return.
+    pub fn with_origin(
+        mut self,
+        profile: &str,
+        image: &str,
+        digest: Option<String>,
+        files: Option<ArtifactRequest>,
+    ) -> Self {
+        self.provenance.profile = profile.to_string();
+        self.provenance.image = image.to_string();
+        self.provenance.image_digest = digest;
+        self.files = files;
+        self
+    }
+
     pub fn with_timings(mut self, create: Duration, start: Duration) -> Self {
         self.create = create;
         self.start = start;
@@ -233,7 +258,9 @@ impl Prepared {
             script: request.script.clone(),
             stdin: request.stdin.clone(),
             output_limit,
+            artifacts: self.files.clone(),
         };
+        let mut files = Vec::new();
         let mut stdout = CappedText::new(output_limit);
         let mut stderr = CappedText::new(output_limit);
         let mut diagnostics = CappedText::new(DIAGNOSTICS);
@@ -252,6 +279,15 @@ impl Prepared {
                     msg = self.rx.recv() => match msg {
                         Some(Msg::Frame(FrameKind::Stdout, b)) => stdout.push(&b),
                         Some(Msg::Frame(FrameKind::Stderr, b)) => stderr.push(&b),
+                        Some(Msg::Frame(FrameKind::Artifact, p)) => match (&self.files, decode_artifact(&p)) {
+                            (Some(req), Some((name, data)))
+                                if !name.contains('/') && files.len() < req.max_count as usize
+                                    && data.len() as u64 <= req.max_bytes =>
+                            {
+                                files.push(OutputFile { path: format!("{}/{name}", req.dir), data: data.to_vec() });
+                            }
+                            _ => break End::Lost("unexpected or malformed file frame".into()),
+                        },
                         Some(Msg::Frame(FrameKind::Exit, p)) => break match serde_json::from_slice::<Exit>(&p) {
                             Ok(exit) if exit.nonce == nonce => End::Exited(exit),
                             Ok(_) => End::Lost("completion frame with a wrong nonce".into()),
@@ -285,9 +321,14 @@ impl Prepared {
                 cleanup: Duration::ZERO,
             },
             warm: self.warm,
+            files: Vec::new(),
+            files_dropped: 0,
+            provenance: self.provenance.clone(),
         };
         match end {
             End::Exited(exit) => {
+                outcome.files = files;
+                outcome.files_dropped = exit.artifacts_dropped;
                 outcome.exit_code = Some(exit.exit_code);
                 outcome.signal = exit.signal;
                 // SIGKILL plus a kill by the memory cgroup's OOM killer: the memory limit was hit.

@@ -7,12 +7,19 @@ use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig, Reso
 use uuid::Uuid;
 
 use super::DockerConfig;
+use crate::sandbox::profiles::Profile;
 use crate::script::Language;
 
 pub const LABEL_MANAGED: &str = "scriptgate.managed";
 pub const LABEL_INSTANCE: &str = "scriptgate.instance";
 pub const LABEL_EXECUTION: &str = "scriptgate.execution_id";
 pub const LABEL_LANGUAGE: &str = "scriptgate.language";
+pub const LABEL_PROFILE: &str = "scriptgate.profile";
+/// Comma-separated modules the Python bootstrap imports before the script arrives.
+pub const PREIMPORT_ENV: &str = "SCRIPTGATE_PREIMPORT";
+/// Where the plot hook saves figures (the supervisor returns what is there).
+pub const PLOT_DIR_ENV: &str = "SCRIPTGATE_PLOT_DIR";
+pub const PLOT_DIR: &str = "/tmp/.scriptgate-plots";
 /// `<boot id>/<pid>` of the process that created the container, so a process can tell whether
 /// another one's containers are orphans (see `DockerSandbox::reap_dead_owners`).
 pub const LABEL_OWNER: &str = "scriptgate.owner";
@@ -60,8 +67,34 @@ pub fn separate_identities(config: &DockerConfig) -> bool {
 /// The capabilities a separate-identity container starts with (none reach the script).
 pub const SUPERVISOR_CAPS: [&str; 4] = ["SETUID", "SETGID", "SETPCAP", "KILL"];
 
+/// The container's whole environment (the service's own is never forwarded).
+fn environment(profile: &Profile) -> Vec<String> {
+    let mut env: Vec<String> = [
+        "HOME=/tmp",
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+        "LANG=C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE=1",
+        "PYTHONUNBUFFERED=1",
+        "TMPDIR=/tmp",
+        // The uid has no passwd entry: getpass.getuser() and friends read these instead.
+        "USER=sandbox",
+        "LOGNAME=sandbox",
+    ]
+    .map(String::from)
+    .to_vec();
+    if !profile.preimport.is_empty() {
+        env.push(format!("{PREIMPORT_ENV}={}", profile.preimport.join(",")));
+    }
+    if profile.plots {
+        env.push("MPLBACKEND=Agg".into());
+        env.push(format!("{PLOT_DIR_ENV}={PLOT_DIR}"));
+    }
+    env
+}
+
 pub fn container(
     config: &DockerConfig,
+    profile: &Profile,
     language: Language,
     execution_id: Uuid,
 ) -> ContainerCreateBody {
@@ -73,6 +106,7 @@ pub fn container(
         (LABEL_INSTANCE.to_string(), config.instance.clone()),
         (LABEL_EXECUTION.to_string(), execution_id.to_string()),
         (LABEL_LANGUAGE.to_string(), language.as_str().to_string()),
+        (LABEL_PROFILE.to_string(), profile.name.clone()),
         (LABEL_OWNER.to_string(), owner().to_string()),
     ]);
     let uid = sandbox_uid(execution_id);
@@ -89,20 +123,10 @@ pub fn container(
         hard: Some(value),
     };
     ContainerCreateBody {
-        image: Some(config.image(language).to_string()),
+        image: Some(profile.image(language).to_string()),
         cmd: Some(cmd),
         // The service's own environment is never forwarded.
-        env: Some(vec![
-            "HOME=/tmp".into(),
-            "PATH=/usr/local/bin:/usr/bin:/bin".into(),
-            "LANG=C.UTF-8".into(),
-            "PYTHONDONTWRITEBYTECODE=1".into(),
-            "PYTHONUNBUFFERED=1".into(),
-            "TMPDIR=/tmp".into(),
-            // The uid has no passwd entry: getpass.getuser() and friends read these instead.
-            "USER=sandbox".into(),
-            "LOGNAME=sandbox".into(),
-        ]),
+        env: Some(environment(profile)),
         user: Some(if split {
             "0:0".into()
         } else {
@@ -168,7 +192,35 @@ mod tests {
             ..DockerConfig::default()
         };
         let id = Uuid::new_v4();
-        (container(&config, Language::Python, id), sandbox_uid(id))
+        let profiles = config.resolved_profiles().expect("built-in profiles");
+        let minimal = profiles.default_profile();
+        (
+            container(&config, minimal, Language::Python, id),
+            sandbox_uid(id),
+        )
+    }
+
+    #[test]
+    fn every_profile_gets_the_same_hardening_and_its_own_image_and_environment() {
+        let config = DockerConfig::default();
+        let profiles = config.resolved_profiles().expect("built-in profiles");
+        let minimal = profiles.default_profile();
+        let data = profiles.get("data").expect("data profile");
+        let id = Uuid::new_v4();
+        let a = container(&config, minimal, Language::Python, id);
+        let b = container(&config, data, Language::Python, id);
+        assert_eq!(a.host_config, b.host_config);
+        assert_eq!(a.user, b.user);
+        assert_eq!(b.image.as_deref(), Some(super::super::images::DATA_IMAGE));
+        let env = b.env.expect("environment");
+        assert!(env.contains(&"MPLBACKEND=Agg".to_string()), "{env:?}");
+        assert!(
+            env.iter()
+                .any(|e| e.starts_with("SCRIPTGATE_PREIMPORT=numpy,pandas")),
+            "{env:?}"
+        );
+        let env = a.env.expect("environment");
+        assert!(!env.iter().any(|e| e.starts_with("SCRIPTGATE_")), "{env:?}");
     }
 
     #[test]
