@@ -11,8 +11,7 @@
 //! `SEEN` values that need code are in [`bespoke_checks`], keyed by case name.
 //!
 //! While the scripts run, `/healthz` is polled every 20 ms: no call may fail or hang (2 s). Latency
-//! figures are printed, and asserted (p99 < 100 ms) only with `SCRIPTGATE_RELIABILITY_FULL=1`, since
-//! the test machine is shared and noisy.
+//! figures are printed, never asserted (the test machine is shared and noisy).
 //!
 //! These tests load the machine on purpose: `.config/nextest.toml` runs them one at a time (test
 //! group `hostile`). `cargo nextest run --test it containment --no-capture` shows the figures.
@@ -1132,11 +1131,6 @@ impl HealthProbe {
             p99.as_secs_f64() * 1e3,
             max.as_secs_f64() * 1e3
         );
-        if std::env::var("SCRIPTGATE_RELIABILITY_FULL").as_deref() == Ok("1")
-            && p99 >= Duration::from_millis(100)
-        {
-            problems.push(format!("/healthz p99 {p99:?} is not below 100 ms"));
-        }
         problems
     }
 }
