@@ -425,7 +425,13 @@ fn serve(
 /// The listening socket a parent (a test, a supervisor) bound and handed over as descriptor `fd`.
 fn inherited_listener(fd: std::os::fd::RawFd) -> anyhow::Result<tokio::net::TcpListener> {
     use std::os::fd::FromRawFd;
-    // SAFETY: `--listen-fd` hands this process the descriptor to own; nothing else here uses it.
+    // Owning a descriptor that is not open would abort the process on drop: check it first.
+    anyhow::ensure!(
+        fd > 2 && std::path::Path::new(&format!("/proc/self/fd/{fd}")).exists(),
+        "--listen-fd {fd}: not an open descriptor above stderr"
+    );
+    // SAFETY: the descriptor is open (above) and `--listen-fd` hands it to this process to own;
+    // nothing else here uses it.
     let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
     listener
         .set_nonblocking(true)
