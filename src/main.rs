@@ -35,6 +35,9 @@ enum Command {
         /// Address to listen on (overrides `listen` in the config).
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
+        /// Serve on this inherited, already listening TCP socket (e.g. 3) instead of binding one.
+        #[arg(long, conflicts_with = "listen")]
+        listen_fd: Option<std::os::fd::RawFd>,
         /// TOML configuration file; `SCRIPTGATE_*` variables override it.
         #[arg(long, env = "SCRIPTGATE_CONFIG")]
         config: Option<PathBuf>,
@@ -208,9 +211,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve {
             listen,
+            listen_fd,
             config,
             insecure_no_auth,
-        } => serve(listen, config, insecure_no_auth),
+        } => serve(listen, listen_fd, config, insecure_no_auth),
         Command::Audit { command, source } => audit(command, source),
         Command::Mcp {
             config,
@@ -397,6 +401,7 @@ fn audit(command: AuditCommand, source: DataSource) -> anyhow::Result<ExitCode> 
 
 fn serve(
     listen: Option<std::net::SocketAddr>,
+    listen_fd: Option<std::os::fd::RawFd>,
     file: Option<PathBuf>,
     insecure_no_auth: bool,
 ) -> anyhow::Result<ExitCode> {
@@ -408,12 +413,38 @@ fn serve(
     init_tracing(config.log_format);
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let listener = match listen_fd {
+            Some(fd) => {
+                let listener = inherited_listener(fd)?;
+                // What the loopback-only checks (e.g. serving without tokens) look at.
+                config.listen = listener.local_addr()?;
+                listener
+            }
+            None => tokio::net::TcpListener::bind(config.listen)
+                .await
+                .with_context(|| format!("cannot listen on {}", config.listen))?,
+        };
         scriptgate::run(config, listener, shutdown_signal()).await?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The listening socket a parent (a test, a supervisor) bound and handed over as descriptor `fd`.
+fn inherited_listener(fd: std::os::fd::RawFd) -> anyhow::Result<tokio::net::TcpListener> {
+    use std::os::fd::FromRawFd;
+    // Owning a descriptor that is not open would abort the process on drop: check it first.
+    anyhow::ensure!(
+        fd > 2 && std::path::Path::new(&format!("/proc/self/fd/{fd}")).exists(),
+        "--listen-fd {fd}: not an open descriptor above stderr"
+    );
+    // SAFETY: the descriptor is open (above) and `--listen-fd` hands it to this process to own;
+    // nothing else here uses it.
+    let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+    listener
+        .set_nonblocking(true)
+        .and_then(|()| listener.local_addr())
+        .with_context(|| format!("--listen-fd {fd} is not a listening TCP socket"))?;
+    Ok(tokio::net::TcpListener::from_std(listener)?)
 }
 
 fn mcp_stdio(

@@ -107,7 +107,7 @@ pub struct DecisionIn {
         (status = 404, description = "No such execution.", body = ErrorBody,
             example = json!({"error": {"type": "not_found", "message": "no such execution"}})),
         (status = 409, description = "The execution is not pending approval (already decided, expired or never held).", body = ErrorBody,
-            example = json!({"error": {"type": "conflict", "message": "execution is denied, not pending approval"}})),
+            example = json!({"error": {"type": "conflict", "message": "the execution is denied and cannot be decided"}})),
     ),
     security(("operator_token" = []))
 )]

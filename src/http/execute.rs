@@ -120,7 +120,9 @@ pub struct ExecuteOut {
     pub stderr_truncated: bool,
     /// The script was killed at its deadline.
     pub timeout: bool,
-    /// Milliseconds from submission to the result.
+    /// Milliseconds from the start of processing to the result: from the request for a run that
+    /// waits for its result, from a worker picking it up for a queued or approved run (time held
+    /// for approval is not counted). Includes validation (synchronous runs), queueing and the run.
     pub duration_ms: u64,
     /// Validation rejected the script, so no container was started.
     pub validation_failed: bool,

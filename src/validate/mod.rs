@@ -178,7 +178,7 @@ pub fn disabled_rules(rules: &RuleSet, patterns: &[String]) -> Result<HashSet<St
         }
         if !matched {
             return Err(format!(
-                "validation.disabled_rules: `{pattern}` matches no rule (rule ids are listed by `scriptgate validate --rules`)"
+                "validation.disabled_rules: `{pattern}` matches no rule (rule ids are listed by `scriptgate rules`)"
             ));
         }
     }

@@ -243,3 +243,21 @@ async fn healthcheck_exits_zero_only_when_the_service_is_ready() {
     ready.stop().await;
     unready.stop().await;
 }
+
+/// `serve --listen-fd` takes a socket a parent bound; anything else is a start-up error with a
+/// message, never an abort (owning a closed descriptor aborts a Rust process).
+#[test]
+fn serve_refuses_a_listen_fd_that_is_not_an_open_socket() {
+    let data = tempfile::tempdir().expect("data dir");
+    let data_dir = data.path().display().to_string();
+    for fd in ["99", "1"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_scriptgate"))
+            .args(["serve", "--listen-fd", fd])
+            .env("SCRIPTGATE_DATA_DIR", &data_dir)
+            .output()
+            .expect("binary runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--listen-fd {fd}: {stderr}");
+        assert!(stderr.contains("not an open descriptor"), "{stderr}");
+    }
+}

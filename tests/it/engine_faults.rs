@@ -187,12 +187,6 @@ async fn the_engine_stopping_under_load_fails_fast_and_recovery_needs_no_restart
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    if std::env::var("SCRIPTGATE_RELIABILITY_FULL").is_ok_and(|v| v == "1") {
-        assert!(
-            recovered_after <= Duration::from_secs(5),
-            "recovered after {recovered_after:?}"
-        );
-    }
     // Nothing leaked: the containers the engine killed are removed once it answers again.
     let left = harness::settle(&s.instance, 2, Duration::from_secs(30)).await;
     println!(

@@ -14,6 +14,7 @@ mod http_shape;
 mod mcp;
 mod openapi;
 mod pool;
+mod process;
 mod profiles;
 mod reliability;
 mod sandbox_contract;

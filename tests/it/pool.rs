@@ -1,12 +1,12 @@
 //! Warm containers: one use each, hardened like cold ones, not fooled by forged frames, and nothing
 //! left behind by a shutdown or a crash.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::harness::{self, Service};
+use crate::process::{Process, Spawn};
 
 /// Reports the container id (from the cgroup path), whether a marker from an earlier run exists, and
 /// writes the marker.
@@ -102,90 +102,27 @@ sys.exit(3)
     service.stop().await;
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// A service process that is stopped (SIGTERM, then SIGKILL) when dropped, so a failing test never
-/// leaves a service running.
-struct Spawned(Child);
-
-impl Spawned {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-
-    fn terminate(&mut self) {
-        // SAFETY: signalling a child process we spawned.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.kill();
-    }
-}
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            self.terminate();
-        }
-    }
-}
-
-fn spawn_service(instance: &str, data_dir: &std::path::Path, port: u16) -> Spawned {
-    Spawned(
-        Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .env("SCRIPTGATE_SANDBOX__INSTANCE", instance)
-            .env("SCRIPTGATE_DATA_DIR", data_dir)
-            .env("SCRIPTGATE_SANDBOX__POOL__SIZE", "2")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("service process"),
-    )
-}
-
-async fn wait_ready(port: u16) {
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(r) = client
-            .get(format!("http://127.0.0.1:{port}/readyz"))
-            .send()
-            .await
-            && r.status() == 200
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "service not ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+/// The service as its own process with a pool of two, stopped when dropped.
+fn spawn_service(instance: &str, data_dir: &std::path::Path) -> Process {
+    Spawn::new(instance, data_dir)
+        .env("SCRIPTGATE_SANDBOX__POOL__SIZE", "2")
+        .start()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_service_leaves_nothing_its_restart_does_not_remove() {
     let instance = harness::instance();
     let data_dir = tempfile::tempdir().expect("data dir");
-    let port = free_port();
-    let mut first = spawn_service(&instance, data_dir.path(), port);
-    wait_ready(port).await;
+    let mut first = spawn_service(&instance, data_dir.path());
+    first.wait_for("/readyz", Duration::from_secs(30)).await;
     // In-flight executions and a full pool when the process dies.
     let client = reqwest::Client::new();
     for _ in 0..3 {
         let c = client.clone();
+        let url = first.url("/v1/execute");
         tokio::spawn(async move {
             let _ = c
-                .post(format!("http://127.0.0.1:{port}/v1/execute"))
+                .post(url)
                 .json(&json!({"script_content": "sleep 60", "script_type": "bash", "timeout": 120}))
                 .send()
                 .await;
@@ -212,9 +149,8 @@ async fn a_killed_service_leaves_nothing_its_restart_does_not_remove() {
     first.kill();
     let orphans = harness::containers(&instance).await;
     assert!(orphans.len() >= 5, "a killed process cannot clean up");
-    let port = free_port();
-    let mut second = spawn_service(&instance, data_dir.path(), port);
-    wait_ready(port).await;
+    let mut second = spawn_service(&instance, data_dir.path());
+    second.wait_for("/readyz", Duration::from_secs(30)).await;
     // The executions that were running when the process died read as failed (interrupted).
     let db = rusqlite::Connection::open(data_dir.path().join("scriptgate.db")).expect("db");
     let statuses: Vec<(String, String)> = db

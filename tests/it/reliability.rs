@@ -7,13 +7,13 @@
 //! assertion here is a speed claim, only "answered", "typed", "nothing leaked" and hang bounds.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::harness::{self, Service};
+use crate::process::{Process, Spawn};
 
 fn full_mode() -> bool {
     std::env::var("SCRIPTGATE_RELIABILITY_FULL").is_ok_and(|v| v == "1")
@@ -204,85 +204,12 @@ async fn mixed_load_beyond_capacity_is_all_answered_and_nothing_leaks() {
 }
 
 /// The service as its own process (a SIGKILL must not take the test with it), logging to a file.
-struct Process {
-    child: Child,
-    log: std::path::PathBuf,
-    port: u16,
-}
-
-impl Process {
-    fn spawn(instance: &str, data_dir: &std::path::Path, log: std::path::PathBuf) -> Process {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("free port");
-        let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .env("SCRIPTGATE_SANDBOX__INSTANCE", instance)
-            .env("SCRIPTGATE_DATA_DIR", data_dir)
-            .env("SCRIPTGATE_SANDBOX__POOL__SIZE", "2")
-            .env("SCRIPTGATE_EXECUTION__MAX_CONCURRENT", "12")
-            .env("SCRIPTGATE_LOG_FORMAT", "json")
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .expect("service process");
-        Process { child, log, port }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    async fn ready(&self) {
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let last = match client.get(self.url("/readyz")).send().await {
-                Ok(r) if r.status() == 200 => return,
-                Ok(r) => r.text().await.unwrap_or_default(),
-                Err(e) => e.to_string(),
-            };
-            assert!(
-                Instant::now() < deadline,
-                "service not ready: {last}\nlog: {:?}",
-                self.log_lines()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn log_lines(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    fn terminate(&mut self) {
-        // SAFETY: signalling a child process we spawned.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.terminate();
-        }
-    }
+fn spawn(instance: &str, data_dir: &std::path::Path, log: std::path::PathBuf) -> Process {
+    Spawn::new(instance, data_dir)
+        .env("SCRIPTGATE_SANDBOX__POOL__SIZE", "2")
+        .env("SCRIPTGATE_EXECUTION__MAX_CONCURRENT", "12")
+        .log_to(log)
+        .start()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -291,7 +218,7 @@ async fn a_sigkill_with_ten_executions_in_flight_loses_nothing_and_leaks_nothing
     const IN_FLIGHT: usize = 10;
     let instance = harness::instance();
     let data = tempfile::tempdir().expect("data dir");
-    let mut first = Process::spawn(&instance, data.path(), data.path().join("first.log"));
+    let mut first = spawn(&instance, data.path(), data.path().join("first.log"));
     first.ready().await;
     let client = reqwest::Client::new();
     let mut ids = Vec::new();
@@ -330,8 +257,8 @@ async fn a_sigkill_with_ten_executions_in_flight_loses_nothing_and_leaks_nothing
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    first.child.kill().expect("SIGKILL");
-    first.child.wait().expect("reaped");
+    first.child().kill().expect("SIGKILL");
+    first.child().wait().expect("reaped");
     let orphans = harness::containers(&instance).await;
     assert!(
         orphans.len() >= IN_FLIGHT,
@@ -340,7 +267,7 @@ async fn a_sigkill_with_ten_executions_in_flight_loses_nothing_and_leaks_nothing
     );
 
     let restarted_at = Instant::now();
-    let mut second = Process::spawn(&instance, data.path(), data.path().join("second.log"));
+    let mut second = spawn(&instance, data.path(), data.path().join("second.log"));
     second.ready().await;
     let ready_after = restarted_at.elapsed();
     // Every orphan is removed at start-up, and the count is logged.

@@ -1,10 +1,10 @@
 //! The Docker implementation of [`Runner`], and the only code that talks to the engine (bollard).
 //!
 //! A run: create a hardened container ([`spec`]), attach, start, wait for the supervisor's `Ready`,
-//! send the job, relay frames until `Exit` ([`session`]), answer, remove in the background. Warm
-//! containers ([`pool`]) are the same containers prepared before the request. Every container id is
-//! tracked from creation; a [`Removal`] guard removes it whatever happens (success, timeout, client
-//! gone, engine error), and the [`reaper`] removes leftovers of a crash at start-up and on a timer.
+//! send the job, relay frames until `Exit` (`session`), answer, remove in the background. Warm
+//! containers (`pool`) are the same containers prepared before the request. Every container id is
+//! tracked from creation; a `Removal` guard removes it whatever happens (success, timeout, client
+//! gone, engine error), and the `reaper` removes leftovers of a crash at start-up and on a timer.
 
 pub mod images;
 mod pool;

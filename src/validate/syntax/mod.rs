@@ -1,7 +1,7 @@
 //! Layer 2, syntax: tree-sitter ERROR and MISSING nodes, plus checks that close the grammars'
 //! leniencies so the layer catches what `ast.parse` and `bash -n` catch.
 //!
-//! The checks run per node inside the one validation walk ([`super::walk`]).
+//! The checks run per node inside the one validation walk (`super::walk`).
 
 pub mod bash;
 mod bash_words;
