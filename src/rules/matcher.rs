@@ -23,12 +23,12 @@ use std::rc::Rc;
 
 use regex::Regex;
 use rustc_hash::FxHashMap;
-use serde_norway::{Mapping, Value};
 use tree_sitter::{Node, TreeCursor};
 use unicode_normalization::UnicodeNormalization;
 
 use super::bash::{BashSem, Invocation};
 use super::grammar::{Grammar, children_in_field, text};
+use super::model::{CallSpecRaw, CommandSpecRaw, MatcherSpec, OneOrMany, StopBy};
 use super::python::PySem;
 use crate::script::Language;
 
@@ -67,16 +67,15 @@ pub struct NameSet {
 }
 
 impl NameSet {
-    pub fn new(names: &[String]) -> Result<Self, String> {
+    pub fn new(names: &[String]) -> Result<Self, NameSetError> {
         if names.is_empty() {
-            return Err("needs at least one name".into());
+            return Err(NameSetError::Empty);
         }
         let alternatives: Vec<String> = names
             .iter()
             .map(|n| regex::escape(n).replace(r"\*", r"[\w.\-]*"))
             .collect();
-        let regex =
-            Regex::new(&format!("^(?:{})$", alternatives.join("|"))).map_err(|e| e.to_string())?;
+        let regex = Regex::new(&format!("^(?:{})$", alternatives.join("|")))?;
         Ok(NameSet {
             regex,
             patterns: names.to_vec(),
@@ -546,185 +545,303 @@ impl Relation {
     }
 }
 
-/// Compiles YAML matchers for one grammar.
+/// Why a matcher does not compile; every variant names the path of the key in the rule file.
+#[derive(Debug, thiserror::Error)]
+pub enum MatcherError {
+    #[error("{path}: invalid regex")]
+    Regex {
+        path: String,
+        #[source]
+        source: regex::Error,
+    },
+    #[error("{path}: invalid name list")]
+    Names {
+        path: String,
+        #[source]
+        source: NameSetError,
+    },
+    #[error("{path}: unknown node kind `{kind}` for {language}")]
+    UnknownKind {
+        path: String,
+        kind: String,
+        language: Language,
+    },
+    #[error("{path}: unknown field `{field}` for {language}")]
+    UnknownField {
+        path: String,
+        field: String,
+        language: Language,
+    },
+    #[error(
+        "{path}: `{key}` is not available in {language} rules (python has `call`, bash has `command`)"
+    )]
+    WrongLanguage {
+        path: String,
+        key: &'static str,
+        language: Language,
+    },
+    #[error("{path}: `{key}` is only allowed {place}")]
+    Misplaced {
+        path: String,
+        key: &'static str,
+        place: &'static str,
+    },
+    #[error("{path}: `field` and `stopBy: end` do not combine")]
+    FieldWithStopBy { path: String },
+    #[error("{path}: `{flag}` must start with `-`")]
+    Flag { path: String, flag: String },
+    #[error("{path}: empty matcher")]
+    Empty { path: String },
+    #[error("{path}: empty list")]
+    EmptyList { path: String },
+    #[error("{language} grammar has no `{kind}` nodes")]
+    ImpliedKind {
+        kind: &'static str,
+        language: Language,
+    },
+}
+
+/// Why a [`NameSet`] cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum NameSetError {
+    #[error("needs at least one name")]
+    Empty,
+    #[error(transparent)]
+    Regex(#[from] regex::Error),
+}
+
+/// Where a matcher sits: which of the context-only keys it may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Plain,
+    Relation,
+    Arg,
+}
+
+/// Compiles typed matchers ([`MatcherSpec`]) for one grammar.
 #[derive(Debug)]
 pub struct MatcherCompiler<'g> {
     grammar: &'g Grammar,
 }
-
-const KEYS: &str =
-    "kind, regex, has, inside, not, all, any, folded, dynamic, resolves, call, command, recursive";
 
 impl<'g> MatcherCompiler<'g> {
     pub fn new(grammar: &'g Grammar) -> Self {
         MatcherCompiler { grammar }
     }
 
-    pub fn compile(&self, value: &Value, path: &str) -> Result<Matcher, String> {
-        let map = value
-            .as_mapping()
-            .ok_or_else(|| format!("{path}: expected a mapping of conditions"))?;
-        self.compile_map(map, path, false)
+    pub fn compile(&self, spec: &MatcherSpec, path: &str) -> Result<Matcher, MatcherError> {
+        self.compile_at(spec, path, Place::Plain)
     }
 
-    fn compile_map(&self, map: &Mapping, path: &str, relation: bool) -> Result<Matcher, String> {
+    fn compile_at(
+        &self,
+        spec: &MatcherSpec,
+        path: &str,
+        place: Place,
+    ) -> Result<Matcher, MatcherError> {
+        let at = |key: &str| format!("{path}.{key}");
+        if place != Place::Relation {
+            for (present, key) in [
+                (spec.field.is_some(), "field"),
+                (spec.stop_by.is_some(), "stopBy"),
+            ] {
+                if present {
+                    return Err(MatcherError::Misplaced {
+                        path: at(key),
+                        key,
+                        place: "inside `has` or `inside`",
+                    });
+                }
+            }
+        }
+        if place != Place::Arg && spec.index.is_some() {
+            return Err(MatcherError::Misplaced {
+                path: at("index"),
+                key: "index",
+                place: "in a call's `arg`",
+            });
+        }
+        if spec.call.is_some() {
+            self.require(Language::Python, "call", &at("call"))?;
+        }
+        if spec.command.is_some() {
+            self.require(Language::Bash, "command", &at("command"))?;
+        }
         let mut parts = Vec::new();
-        for (key, value) in map {
-            let key = key
-                .as_str()
-                .ok_or_else(|| format!("{path}: keys must be strings"))?;
-            let at = format!("{path}.{key}");
-            let part = match key {
-                "field" | "stopBy" if relation => continue,
-                "field" | "stopBy" => {
-                    return Err(format!("{at}: only allowed inside `has` or `inside`"));
-                }
-                "kind" => Matcher::Kind(self.kinds(value, &at)?),
-                "regex" => text_matcher(regex(value, &at)?),
-                "has" => Matcher::Has(Box::new(self.relation(value, &at)?)),
-                "inside" => Matcher::Inside(Box::new(self.relation(value, &at)?)),
-                "not" => Matcher::Not(Box::new(self.compile(value, &at)?)),
-                "all" => Matcher::All(self.list(value, &at)?),
-                "any" => Matcher::Any(self.list(value, &at)?),
-                "folded" => Matcher::Folded(regex(value, &at)?),
-                "may_be" => Matcher::MayBe(regex(value, &at)?),
-                "resolves" => {
-                    if self.grammar.language != Language::Python {
-                        return Err(format!("{at}: `resolves` is for python rules"));
-                    }
-                    Matcher::Resolves(
-                        NameSet::new(&strings(value, &at)?).map_err(|e| format!("{at}: {e}"))?,
-                    )
-                }
-                "dynamic" => Matcher::Dynamic(boolean(value, &at)?),
-                "recursive" => {
-                    parts.push(Matcher::Kind(vec![
-                        self.implied_kind("function_definition")?,
-                    ]));
-                    Matcher::Recursive(boolean(value, &at)?)
-                }
-                "call" => {
-                    let spec = self.call(value, &at)?;
-                    parts.push(Matcher::Kind(vec![self.implied_kind("call")?]));
-                    Matcher::Call(Box::new(spec))
-                }
-                "command" => {
-                    let spec = self.command(value, &at)?;
-                    parts.push(Matcher::Kind(vec![self.implied_kind("command")?]));
-                    Matcher::Command(Box::new(spec))
-                }
-                other => {
-                    return Err(format!(
-                        "{path}: unknown key `{other}` (expected one of: {KEYS})"
-                    ));
-                }
-            };
-            parts.push(part);
+        if let Some(kind) = &spec.kind {
+            parts.push(Matcher::Kind(self.kinds(kind, &at("kind"))?));
+        }
+        if spec.recursive.is_some() {
+            parts.push(Matcher::Kind(vec![
+                self.implied_kind("function_definition")?,
+            ]));
+        }
+        if spec.call.is_some() {
+            parts.push(Matcher::Kind(vec![self.implied_kind("call")?]));
+        }
+        if spec.command.is_some() {
+            parts.push(Matcher::Kind(vec![self.implied_kind("command")?]));
+        }
+        if let Some(re) = &spec.regex {
+            parts.push(text_matcher(regex(re, &at("regex"))?));
+        }
+        if let Some(re) = &spec.folded {
+            parts.push(Matcher::Folded(regex(re, &at("folded"))?));
+        }
+        if let Some(re) = &spec.may_be {
+            parts.push(Matcher::MayBe(regex(re, &at("may_be"))?));
+        }
+        if let Some(want) = spec.dynamic {
+            parts.push(Matcher::Dynamic(want));
+        }
+        if let Some(names) = &spec.resolves {
+            let path = at("resolves");
+            self.require(Language::Python, "resolves", &path)?;
+            parts.push(Matcher::Resolves(name_set(names, &path)?));
+        }
+        if let Some(call) = &spec.call {
+            parts.push(Matcher::Call(Box::new(self.call(call, &at("call"))?)));
+        }
+        if let Some(command) = &spec.command {
+            parts.push(Matcher::Command(Box::new(
+                self.command(command, &at("command"))?,
+            )));
+        }
+        if let Some(want) = spec.recursive {
+            parts.push(Matcher::Recursive(want));
+        }
+        if let Some(inner) = &spec.has {
+            parts.push(Matcher::Has(Box::new(self.relation(inner, &at("has"))?)));
+        }
+        if let Some(inner) = &spec.inside {
+            parts.push(Matcher::Inside(Box::new(
+                self.relation(inner, &at("inside"))?,
+            )));
+        }
+        if let Some(inner) = &spec.not {
+            parts.push(Matcher::Not(Box::new(self.compile(inner, &at("not"))?)));
+        }
+        if let Some(list) = &spec.all {
+            parts.push(Matcher::All(self.list(list, &at("all"))?));
+        }
+        if let Some(list) = &spec.any {
+            parts.push(Matcher::Any(self.list(list, &at("any"))?));
         }
         match parts.len() {
-            0 => Err(format!("{path}: empty matcher")),
-            1 => Ok(parts.pop().expect("one part")),
+            0 => Err(MatcherError::Empty {
+                path: path.to_string(),
+            }),
+            1 => Ok(parts.remove(0)),
             _ => Ok(Matcher::All(parts)),
         }
     }
 
-    fn implied_kind(&self, name: &str) -> Result<u16, String> {
-        self.grammar
-            .kind(name)
-            .ok_or_else(|| format!("{} grammar has no `{name}` nodes", self.grammar.language))
+    fn require(
+        &self,
+        language: Language,
+        key: &'static str,
+        path: &str,
+    ) -> Result<(), MatcherError> {
+        if self.grammar.language == language {
+            Ok(())
+        } else {
+            Err(MatcherError::WrongLanguage {
+                path: path.to_string(),
+                key,
+                language: self.grammar.language,
+            })
+        }
     }
 
-    fn kinds(&self, value: &Value, at: &str) -> Result<Vec<u16>, String> {
-        strings(value, at)?
-            .iter()
+    fn implied_kind(&self, kind: &'static str) -> Result<u16, MatcherError> {
+        self.grammar.kind(kind).ok_or(MatcherError::ImpliedKind {
+            kind,
+            language: self.grammar.language,
+        })
+    }
+
+    fn kinds(&self, kinds: &OneOrMany, path: &str) -> Result<Vec<u16>, MatcherError> {
+        kinds
+            .clone()
+            .into_vec()
+            .into_iter()
             .map(|k| {
-                self.grammar.kind(k).ok_or_else(|| {
-                    format!(
-                        "{at}: unknown node kind `{k}` for {}",
-                        self.grammar.language
-                    )
-                })
+                self.grammar
+                    .kind(&k)
+                    .ok_or_else(|| MatcherError::UnknownKind {
+                        path: path.to_string(),
+                        kind: k,
+                        language: self.grammar.language,
+                    })
             })
             .collect()
     }
 
-    fn relation(&self, value: &Value, at: &str) -> Result<Relation, String> {
-        let map = value
-            .as_mapping()
-            .ok_or_else(|| format!("{at}: expected a mapping"))?;
-        let field = match map.get("field") {
+    fn relation(&self, spec: &MatcherSpec, path: &str) -> Result<Relation, MatcherError> {
+        let field = match &spec.field {
             None => None,
-            Some(f) => {
-                let name = f
-                    .as_str()
-                    .ok_or_else(|| format!("{at}.field: expected a string"))?;
-                Some(self.grammar.field(name).ok_or_else(|| {
-                    format!(
-                        "{at}.field: unknown field `{name}` for {}",
-                        self.grammar.language
-                    )
-                })?)
+            Some(name) => {
+                Some(
+                    self.grammar
+                        .field(name)
+                        .ok_or_else(|| MatcherError::UnknownField {
+                            path: format!("{path}.field"),
+                            field: name.clone(),
+                            language: self.grammar.language,
+                        })?,
+                )
             }
         };
-        let stop_by_end = match map.get("stopBy").map(|v| v.as_str()) {
-            None | Some(Some("neighbor")) => false,
-            Some(Some("end")) => true,
-            _ => return Err(format!("{at}.stopBy: expected `neighbor` or `end`")),
-        };
+        let stop_by_end = spec.stop_by.unwrap_or_default() == StopBy::End;
         if field.is_some() && stop_by_end {
-            return Err(format!("{at}: `field` and `stopBy: end` do not combine"));
+            return Err(MatcherError::FieldWithStopBy {
+                path: path.to_string(),
+            });
         }
         Ok(Relation {
             field,
             stop_by_end,
-            inner: self.compile_map(map, at, true)?,
+            inner: self.compile_at(spec, path, Place::Relation)?,
         })
     }
 
-    fn list(&self, value: &Value, at: &str) -> Result<Vec<Matcher>, String> {
-        let seq = value
-            .as_sequence()
-            .ok_or_else(|| format!("{at}: expected a list of matchers"))?;
-        if seq.is_empty() {
-            return Err(format!("{at}: empty list"));
+    fn list(&self, specs: &[MatcherSpec], path: &str) -> Result<Vec<Matcher>, MatcherError> {
+        if specs.is_empty() {
+            return Err(MatcherError::EmptyList {
+                path: path.to_string(),
+            });
         }
-        seq.iter()
+        specs
+            .iter()
             .enumerate()
-            .map(|(i, v)| self.compile(v, &format!("{at}[{i}]")))
+            .map(|(i, s)| self.compile(s, &format!("{path}[{i}]")))
             .collect()
     }
 
-    fn call(&self, value: &Value, at: &str) -> Result<CallSpec, String> {
-        if self.grammar.language != Language::Python {
-            return Err(format!(
-                "{at}: `call` is for python rules; bash has `command`"
-            ));
-        }
-        let map = mapping(value, at, &["callee", "arg", "keyword"])?;
-        let callee = map
-            .get("callee")
-            .ok_or_else(|| format!("{at}: `callee` is required"))?;
-        let callee = NameSet::new(&strings(callee, &format!("{at}.callee"))?)
-            .map_err(|e| format!("{at}.callee: {e}"))?;
-        let arg = match map.get("arg") {
+    fn call(&self, spec: &CallSpecRaw, path: &str) -> Result<CallSpec, MatcherError> {
+        self.require(Language::Python, "call", path)?;
+        let callee = name_set(&spec.callee, &format!("{path}.callee"))?;
+        let arg = match &spec.arg {
             None => None,
-            Some(v) => Some(self.arg(v, &format!("{at}.arg"))?),
+            Some(arg) => {
+                let at = format!("{path}.arg");
+                Some(ArgSpec {
+                    index: arg.index,
+                    inner: self.compile_at(arg, &at, Place::Arg)?,
+                })
+            }
         };
-        let keyword = match map.get("keyword") {
+        let keyword = match &spec.keyword {
             None => None,
-            Some(v) => {
-                let kat = format!("{at}.keyword");
-                let kmap = mapping(v, &kat, &["name", "value"])?;
-                let name = regex(
-                    kmap.get("name")
-                        .ok_or_else(|| format!("{kat}: `name` is required"))?,
-                    &format!("{kat}.name"),
-                )?;
-                let value = match kmap.get("value") {
-                    None => None,
-                    Some(v) => Some(self.compile(v, &format!("{kat}.value"))?),
-                };
-                Some(KeywordSpec { name, value })
+            Some(k) => {
+                let at = format!("{path}.keyword");
+                Some(KeywordSpec {
+                    name: regex(&k.name, &format!("{at}.name"))?,
+                    value: match &k.value {
+                        None => None,
+                        Some(v) => Some(self.compile(v, &format!("{at}.value"))?),
+                    },
+                })
             }
         };
         Ok(CallSpec {
@@ -734,61 +851,29 @@ impl<'g> MatcherCompiler<'g> {
         })
     }
 
-    fn arg(&self, value: &Value, at: &str) -> Result<ArgSpec, String> {
-        let map = value
-            .as_mapping()
-            .ok_or_else(|| format!("{at}: expected a mapping"))?;
-        let index = match map.get("index") {
-            None => None,
-            Some(v) => Some(
-                v.as_u64()
-                    .and_then(|i| usize::try_from(i).ok())
-                    .ok_or_else(|| format!("{at}.index: expected a non-negative integer"))?,
-            ),
-        };
-        let mut rest = map.clone();
-        rest.remove("index");
-        Ok(ArgSpec {
-            index,
-            inner: self.compile_map(&rest, at, false)?,
-        })
-    }
-
-    fn command(&self, value: &Value, at: &str) -> Result<CommandSpec, String> {
-        if self.grammar.language != Language::Bash {
-            return Err(format!(
-                "{at}: `command` is for bash rules; python has `call`"
-            ));
+    fn command(&self, spec: &CommandSpecRaw, path: &str) -> Result<CommandSpec, MatcherError> {
+        self.require(Language::Bash, "command", path)?;
+        let name = name_set(&spec.name, &format!("{path}.name"))?;
+        let flags = spec
+            .flag
+            .clone()
+            .map(OneOrMany::into_vec)
+            .unwrap_or_default();
+        if let Some(bad) = flags.iter().find(|f| !f.starts_with('-')) {
+            return Err(MatcherError::Flag {
+                path: format!("{path}.flag"),
+                flag: bad.clone(),
+            });
         }
-        let map = mapping(value, at, &["name", "flag", "arg", "stdin_program"])?;
-        let name = map
-            .get("name")
-            .ok_or_else(|| format!("{at}: `name` is required"))?;
-        let name = NameSet::new(&strings(name, &format!("{at}.name"))?)
-            .map_err(|e| format!("{at}.name: {e}"))?;
-        let flags = match map.get("flag") {
-            None => Vec::new(),
-            Some(v) => {
-                let flags = strings(v, &format!("{at}.flag"))?;
-                if let Some(bad) = flags.iter().find(|f| !f.starts_with('-')) {
-                    return Err(format!("{at}.flag: `{bad}` must start with `-`"));
-                }
-                flags
-            }
-        };
-        let arg = match map.get("arg") {
+        let arg = match &spec.arg {
             None => None,
-            Some(v) => Some(self.compile(v, &format!("{at}.arg"))?),
-        };
-        let stdin_program = match map.get("stdin_program") {
-            None => false,
-            Some(v) => boolean(v, &format!("{at}.stdin_program"))?,
+            Some(v) => Some(self.compile(v, &format!("{path}.arg"))?),
         };
         Ok(CommandSpec {
             name,
             flags,
             arg,
-            stdin_program,
+            stdin_program: spec.stdin_program,
         })
     }
 }
@@ -816,46 +901,16 @@ fn text_matcher(re: Regex) -> Matcher {
     }
 }
 
-fn mapping<'v>(value: &'v Value, at: &str, allowed: &[&str]) -> Result<&'v Mapping, String> {
-    let map = value
-        .as_mapping()
-        .ok_or_else(|| format!("{at}: expected a mapping"))?;
-    for key in map.keys() {
-        let key = key.as_str().unwrap_or("");
-        if !allowed.contains(&key) {
-            return Err(format!(
-                "{at}: unknown key `{key}` (expected one of: {})",
-                allowed.join(", ")
-            ));
-        }
-    }
-    Ok(map)
+fn name_set(names: &OneOrMany, path: &str) -> Result<NameSet, MatcherError> {
+    NameSet::new(&names.clone().into_vec()).map_err(|source| MatcherError::Names {
+        path: path.to_string(),
+        source,
+    })
 }
 
-fn strings(value: &Value, at: &str) -> Result<Vec<String>, String> {
-    match value {
-        Value::String(s) => Ok(vec![s.clone()]),
-        Value::Sequence(seq) => seq
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("{at}: expected strings"))
-            })
-            .collect(),
-        _ => Err(format!("{at}: expected a string or a list of strings")),
-    }
-}
-
-fn regex(value: &Value, at: &str) -> Result<Regex, String> {
-    let pattern = value
-        .as_str()
-        .ok_or_else(|| format!("{at}: expected a regex string"))?;
-    Regex::new(pattern).map_err(|e| format!("{at}: {e}"))
-}
-
-fn boolean(value: &Value, at: &str) -> Result<bool, String> {
-    value
-        .as_bool()
-        .ok_or_else(|| format!("{at}: expected true or false"))
+fn regex(pattern: &str, path: &str) -> Result<Regex, MatcherError> {
+    Regex::new(pattern).map_err(|source| MatcherError::Regex {
+        path: path.to_string(),
+        source,
+    })
 }
