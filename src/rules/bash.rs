@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use tree_sitter::Node;
 
+use super::codec::decode_c_escapes;
 use super::embed::Interpreters;
 use super::grammar::{Grammar, children_in_field, text};
 use super::matcher::{CommandSpec, Cx};
@@ -579,70 +580,6 @@ fn unescape_dquoted(s: &str) -> String {
     out
 }
 
-/// `$'…'` and printf escapes: `\xHH`, `\NNN` (octal), `\uHHHH`, `\n` and friends.
-pub fn decode_c_escapes(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        let Some(e) = chars.next() else {
-            out.push('\\');
-            break;
-        };
-        let digits =
-            |radix: u32, max: usize, chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
-                let mut v = 0u32;
-                let mut n = 0;
-                while n < max {
-                    match chars.peek().and_then(|c| c.to_digit(radix)) {
-                        Some(dg) => {
-                            v = v * radix + dg;
-                            chars.next();
-                            n += 1;
-                        }
-                        None => break,
-                    }
-                }
-                (n > 0).then(|| char::from_u32(v)).flatten()
-            };
-        match e {
-            'n' => out.push('\n'),
-            't' => out.push('\t'),
-            'r' => out.push('\r'),
-            'e' | 'E' => out.push('\x1b'),
-            'a' => out.push('\x07'),
-            'b' => out.push('\x08'),
-            'f' => out.push('\x0c'),
-            'v' => out.push('\x0b'),
-            'x' => out.extend(digits(16, 2, &mut chars)),
-            'u' => out.extend(digits(16, 4, &mut chars)),
-            'U' => out.extend(digits(16, 8, &mut chars)),
-            '0'..='7' => {
-                let mut v = e.to_digit(8).unwrap_or(0);
-                for _ in 0..2 {
-                    match chars.peek().and_then(|c| c.to_digit(8)) {
-                        Some(dg) => {
-                            v = v * 8 + dg;
-                            chars.next();
-                        }
-                        None => break,
-                    }
-                }
-                out.extend(char::from_u32(v));
-            }
-            '\\' | '\'' | '"' | '?' => out.push(e),
-            other => {
-                out.push('\\');
-                out.push(other);
-            }
-        }
-    }
-    out
-}
-
 /// Programs that run the file named by their first non-option argument.
 const RUNNERS: &[&str] = &[
     "bash", "sh", "dash", "zsh", "ksh", "source", ".", "python", "python3", "perl", "ruby", "node",
@@ -725,7 +662,6 @@ mod tests {
     fn words_unescape_like_the_shell() {
         assert_eq!(unescape_word(r"\rm"), "rm");
         assert_eq!(unescape_dquoted(r#"a\$b\n"#), r"a$b\n");
-        assert_eq!(decode_c_escapes(r"\x72\155\n"), "rm\n");
         assert_eq!(base_name("/usr/bin/rm"), "rm");
         assert!(is_assignment("X=1"));
         assert!(!is_assignment("-u"));

@@ -9,6 +9,7 @@
 //! with its file name.
 
 pub mod bash;
+pub mod codec;
 pub mod embed;
 pub mod grammar;
 pub mod matcher;

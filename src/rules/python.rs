@@ -6,8 +6,10 @@
 
 use std::collections::HashMap;
 
-use base64::Engine as _;
 use tree_sitter::Node;
+
+pub use super::codec::decode_base64;
+use super::codec::{apply_codec, decode_base32, decode_escapes, decode_hex};
 
 use super::grammar::{Grammar, children_in_field, text};
 use super::matcher::{CallSpec, Cx, normalized};
@@ -986,136 +988,9 @@ fn percent_format(template: &str, values: &[String]) -> Option<String> {
     values.next().is_none().then_some(out)
 }
 
-/// Python string escapes (non-raw literals).
-pub fn decode_escapes(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        let Some(e) = chars.next() else {
-            out.push('\\');
-            break;
-        };
-        let hex = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>, n: usize| {
-            let digits: String = (0..n).filter_map(|_| chars.next()).collect();
-            u32::from_str_radix(&digits, 16)
-                .ok()
-                .and_then(char::from_u32)
-        };
-        match e {
-            'n' => out.push('\n'),
-            't' => out.push('\t'),
-            'r' => out.push('\r'),
-            '0'..='7' => {
-                let mut v = e.to_digit(8).unwrap_or(0);
-                for _ in 0..2 {
-                    match chars.peek().and_then(|c| c.to_digit(8)) {
-                        Some(dg) => {
-                            v = v * 8 + dg;
-                            chars.next();
-                        }
-                        None => break,
-                    }
-                }
-                out.extend(char::from_u32(v));
-            }
-            'x' => out.extend(hex(&mut chars, 2)),
-            'u' => out.extend(hex(&mut chars, 4)),
-            'U' => out.extend(hex(&mut chars, 8)),
-            'a' => out.push('\x07'),
-            'b' => out.push('\x08'),
-            'f' => out.push('\x0c'),
-            'v' => out.push('\x0b'),
-            '\n' => {}
-            '\\' | '\'' | '"' => out.push(e),
-            other => {
-                out.push('\\');
-                out.push(other);
-            }
-        }
-    }
-    out
-}
-
-fn bytes_to_string(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes)
-        .unwrap_or_else(|e| e.into_bytes().iter().map(|&b| char::from(b)).collect())
-}
-
-pub fn decode_base64(s: &str, url_safe: bool) -> Option<String> {
-    let cleaned: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    let trimmed = cleaned.trim_end_matches('=');
-    let engine = if url_safe {
-        base64::engine::general_purpose::URL_SAFE_NO_PAD
-    } else {
-        base64::engine::general_purpose::STANDARD_NO_PAD
-    };
-    engine.decode(trimmed).ok().map(bytes_to_string)
-}
-
-fn decode_base32(s: &str) -> Option<String> {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-    let mut bits: u64 = 0;
-    let mut nbits = 0;
-    let mut out = Vec::new();
-    for c in s.trim_end_matches('=').bytes() {
-        let v = ALPHABET.iter().position(|&a| a == c.to_ascii_uppercase())?;
-        bits = (bits << 5) | u64::try_from(v).ok()?;
-        nbits += 5;
-        if nbits >= 8 {
-            nbits -= 8;
-            out.push(u8::try_from((bits >> nbits) & 0xff).ok()?);
-        }
-    }
-    Some(bytes_to_string(out))
-}
-
-pub fn decode_hex(s: &str) -> Option<String> {
-    let cleaned: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if !cleaned.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes = cleaned
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    Some(bytes_to_string(bytes))
-}
-
-fn rot13(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            'a'..='z' => char::from(b'a' + (c as u8 - b'a' + 13) % 26),
-            'A'..='Z' => char::from(b'A' + (c as u8 - b'A' + 13) % 26),
-            _ => c,
-        })
-        .collect()
-}
-
-fn apply_codec(value: &str, codec: &str) -> Option<String> {
-    match codec.to_ascii_lowercase().replace('-', "_").as_str() {
-        "rot13" | "rot_13" => Some(rot13(value)),
-        "hex" | "hex_codec" => decode_hex(value),
-        "base64" | "base64_codec" | "base_64" => decode_base64(value, false),
-        "utf8" | "utf_8" | "ascii" | "latin1" | "latin_1" | "iso8859_1" | "unicode_escape" => {
-            Some(value.to_string())
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_decode_like_python() {
-        assert_eq!(decode_escapes(r"\x65\166al\u0028\n"), "eval(\n");
-        assert_eq!(decode_escapes(r"a\qb"), r"a\qb");
-    }
 
     #[test]
     fn slices_follow_python_semantics() {
@@ -1128,11 +1003,7 @@ mod tests {
     }
 
     #[test]
-    fn codecs() {
-        assert_eq!(apply_codec("riny", "rot13").as_deref(), Some("eval"));
-        assert_eq!(decode_hex("6576616c").as_deref(), Some("eval"));
-        assert_eq!(decode_base64("ZXZhbA==", false).as_deref(), Some("eval"));
-        assert_eq!(decode_base32("MV3GC3A=").as_deref(), Some("eval"));
+    fn percent_format_folds() {
         assert_eq!(
             percent_format("%s%s", &["ev".into(), "al".into()]).as_deref(),
             Some("eval")
