@@ -10,6 +10,7 @@
 
 pub mod bash;
 pub mod codec;
+pub mod compile;
 pub mod embed;
 pub mod grammar;
 pub mod matcher;
