@@ -3,6 +3,8 @@
 //! `'r''m' -rf /`, `\rm`, `/bin/rm`, `$'\x72m'`, `c=$(printf '\x72\x6d'); $c` and `sudo env X=1 rm`
 //! all run `rm`; rules see them that way. Variables are constants only when assigned once to a
 //! constant (flow-insensitive, like the Python side).
+//!
+//! (Over 500 lines: word folding and command resolution call each other through `$(…)` and wrappers.)
 
 use std::collections::HashMap;
 
