@@ -3,14 +3,20 @@
 //! `'r''m' -rf /`, `\rm`, `/bin/rm`, `$'\x72m'`, `c=$(printf '\x72\x6d'); $c` and `sudo env X=1 rm`
 //! all run `rm`; rules see them that way. Variables are constants only when assigned once to a
 //! constant (flow-insensitive, like the Python side).
+//!
+//! (Over 500 lines: word folding and command resolution call each other through `$(…)` and wrappers.)
 
 use std::collections::HashMap;
 
 use tree_sitter::Node;
 
+use super::codec::decode_c_escapes;
+
+mod download;
 use super::embed::Interpreters;
 use super::grammar::{Grammar, children_in_field, text};
 use super::matcher::{CommandSpec, Cx};
+pub use download::downloaded_then_run;
 
 const MAX_FOLD_DEPTH: u8 = 40;
 const MAX_FOLD_LEN: usize = 64 * 1024;
@@ -579,144 +585,6 @@ fn unescape_dquoted(s: &str) -> String {
     out
 }
 
-/// `$'…'` and printf escapes: `\xHH`, `\NNN` (octal), `\uHHHH`, `\n` and friends.
-pub fn decode_c_escapes(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        let Some(e) = chars.next() else {
-            out.push('\\');
-            break;
-        };
-        let digits =
-            |radix: u32, max: usize, chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
-                let mut v = 0u32;
-                let mut n = 0;
-                while n < max {
-                    match chars.peek().and_then(|c| c.to_digit(radix)) {
-                        Some(dg) => {
-                            v = v * radix + dg;
-                            chars.next();
-                            n += 1;
-                        }
-                        None => break,
-                    }
-                }
-                (n > 0).then(|| char::from_u32(v)).flatten()
-            };
-        match e {
-            'n' => out.push('\n'),
-            't' => out.push('\t'),
-            'r' => out.push('\r'),
-            'e' | 'E' => out.push('\x1b'),
-            'a' => out.push('\x07'),
-            'b' => out.push('\x08'),
-            'f' => out.push('\x0c'),
-            'v' => out.push('\x0b'),
-            'x' => out.extend(digits(16, 2, &mut chars)),
-            'u' => out.extend(digits(16, 4, &mut chars)),
-            'U' => out.extend(digits(16, 8, &mut chars)),
-            '0'..='7' => {
-                let mut v = e.to_digit(8).unwrap_or(0);
-                for _ in 0..2 {
-                    match chars.peek().and_then(|c| c.to_digit(8)) {
-                        Some(dg) => {
-                            v = v * 8 + dg;
-                            chars.next();
-                        }
-                        None => break,
-                    }
-                }
-                out.extend(char::from_u32(v));
-            }
-            '\\' | '\'' | '"' | '?' => out.push(e),
-            other => {
-                out.push('\\');
-                out.push(other);
-            }
-        }
-    }
-    out
-}
-
-/// Programs that run the file named by their first non-option argument.
-const RUNNERS: &[&str] = &[
-    "bash", "sh", "dash", "zsh", "ksh", "source", ".", "python", "python3", "perl", "ruby", "node",
-    "php",
-];
-
-/// The file a downloader writes (`curl -o F`, `curl --output F`, `wget -O F`), as written.
-fn download_target(sem: &BashSem<'_>, inv: &Invocation<'_>) -> Option<String> {
-    let (short, long) = match inv.name.as_str() {
-        "curl" => ('o', "--output"),
-        "wget" => ('O', "--output-document"),
-        _ => return None,
-    };
-    let args: Vec<Option<String>> = inv.args.iter().map(|a| sem.fold(*a)).collect();
-    for (i, arg) in args.iter().enumerate() {
-        let Some(a) = arg else { continue };
-        if let Some(v) = a.strip_prefix(&format!("{long}=")) {
-            return Some(v.to_string());
-        }
-        let cluster = a.starts_with('-')
-            && !a.starts_with("--")
-            && a[1..].chars().all(|c| c.is_ascii_alphanumeric());
-        if a == long || (cluster && a.ends_with(short)) {
-            return args.get(i + 1).cloned().flatten();
-        }
-        if cluster && a.len() > 2 && a[1..].starts_with(short) {
-            return Some(a[2..].to_string());
-        }
-    }
-    None
-}
-
-fn same_file(a: &str, b: &str) -> bool {
-    a.trim_start_matches("./") == b.trim_start_matches("./")
-}
-
-/// Commands that run a file an earlier command downloaded (`curl -o x.sh …; bash x.sh`).
-pub fn downloaded_then_run<'t>(
-    sem: &BashSem<'_>,
-    cx: &Cx<'_, 't>,
-    commands: &[Node<'t>],
-) -> Vec<Node<'t>> {
-    let mut downloaded: Vec<String> = Vec::new();
-    let mut runs = Vec::new();
-    for &command in commands {
-        let (invocations, _) = cx.bash_invocations(sem, command);
-        // The command's name as written (`./x.sh`), folded only once something was downloaded.
-        let runs_download = !downloaded.is_empty()
-            && command
-                .child_by_field_id(sem.k.f_name)
-                .and_then(|n| sem.fold(n))
-                .is_some_and(|name| downloaded.iter().any(|d| same_file(d, &name)));
-        if runs_download {
-            runs.push(command);
-            continue;
-        }
-        for inv in invocations.iter() {
-            if let Some(target) = download_target(sem, inv) {
-                downloaded.push(target);
-            } else if RUNNERS.contains(&inv.name.as_str()) || inv.name.starts_with("python3.") {
-                let script = inv
-                    .args
-                    .iter()
-                    .filter_map(|a| sem.fold(*a))
-                    .find(|a| !a.starts_with('-'));
-                if script.is_some_and(|s| downloaded.iter().any(|d| same_file(d, &s))) {
-                    runs.push(command);
-                }
-            }
-        }
-    }
-    runs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -725,7 +593,6 @@ mod tests {
     fn words_unescape_like_the_shell() {
         assert_eq!(unescape_word(r"\rm"), "rm");
         assert_eq!(unescape_dquoted(r#"a\$b\n"#), r"a$b\n");
-        assert_eq!(decode_c_escapes(r"\x72\155\n"), "rm\n");
         assert_eq!(base_name("/usr/bin/rm"), "rm");
         assert!(is_assignment("X=1"));
         assert!(!is_assignment("-u"));

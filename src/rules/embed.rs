@@ -374,7 +374,7 @@ fn piped_program<'t>(
             .skip_while(|a| matches!(*a, "-e" | "-n" | "-E"))
             .collect::<Vec<_>>()
             .join(" "),
-        "printf" if args.len() == 1 => super::bash::decode_c_escapes(&args[0]),
+        "printf" if args.len() == 1 => super::codec::decode_c_escapes(&args[0]),
         _ => return None,
     };
     let anchor = inv.args.last().copied().unwrap_or(previous);

@@ -1,4 +1,5 @@
-//! Tree rules' matchers: compiled from YAML, evaluated on tree-sitter nodes.
+//! Tree rules' matchers: compiled from YAML ([`super::compile`]), evaluated on tree-sitter nodes.
+//! (Over 500 lines: the matcher, its per-script evaluation context and its evaluation are one unit.)
 //!
 //! A matcher is a YAML mapping; each key is a condition and all keys must hold (as in ast-grep):
 //!
@@ -23,14 +24,13 @@ use std::rc::Rc;
 
 use regex::Regex;
 use rustc_hash::FxHashMap;
-use serde_norway::{Mapping, Value};
 use tree_sitter::{Node, TreeCursor};
 use unicode_normalization::UnicodeNormalization;
 
 use super::bash::{BashSem, Invocation};
-use super::grammar::{Grammar, children_in_field, text};
+pub use super::compile::{MatcherCompiler, MatcherError};
+use super::grammar::{children_in_field, text};
 use super::python::PySem;
-use crate::script::Language;
 
 #[derive(Debug)]
 pub enum Matcher {
@@ -67,16 +67,15 @@ pub struct NameSet {
 }
 
 impl NameSet {
-    pub fn new(names: &[String]) -> Result<Self, String> {
+    pub fn new(names: &[String]) -> Result<Self, NameSetError> {
         if names.is_empty() {
-            return Err("needs at least one name".into());
+            return Err(NameSetError::Empty);
         }
         let alternatives: Vec<String> = names
             .iter()
             .map(|n| regex::escape(n).replace(r"\*", r"[\w.\-]*"))
             .collect();
-        let regex =
-            Regex::new(&format!("^(?:{})$", alternatives.join("|"))).map_err(|e| e.to_string())?;
+        let regex = Regex::new(&format!("^(?:{})$", alternatives.join("|")))?;
         Ok(NameSet {
             regex,
             patterns: names.to_vec(),
@@ -546,316 +545,11 @@ impl Relation {
     }
 }
 
-/// Compiles YAML matchers for one grammar.
-#[derive(Debug)]
-pub struct MatcherCompiler<'g> {
-    grammar: &'g Grammar,
-}
-
-const KEYS: &str =
-    "kind, regex, has, inside, not, all, any, folded, dynamic, resolves, call, command, recursive";
-
-impl<'g> MatcherCompiler<'g> {
-    pub fn new(grammar: &'g Grammar) -> Self {
-        MatcherCompiler { grammar }
-    }
-
-    pub fn compile(&self, value: &Value, path: &str) -> Result<Matcher, String> {
-        let map = value
-            .as_mapping()
-            .ok_or_else(|| format!("{path}: expected a mapping of conditions"))?;
-        self.compile_map(map, path, false)
-    }
-
-    fn compile_map(&self, map: &Mapping, path: &str, relation: bool) -> Result<Matcher, String> {
-        let mut parts = Vec::new();
-        for (key, value) in map {
-            let key = key
-                .as_str()
-                .ok_or_else(|| format!("{path}: keys must be strings"))?;
-            let at = format!("{path}.{key}");
-            let part = match key {
-                "field" | "stopBy" if relation => continue,
-                "field" | "stopBy" => {
-                    return Err(format!("{at}: only allowed inside `has` or `inside`"));
-                }
-                "kind" => Matcher::Kind(self.kinds(value, &at)?),
-                "regex" => text_matcher(regex(value, &at)?),
-                "has" => Matcher::Has(Box::new(self.relation(value, &at)?)),
-                "inside" => Matcher::Inside(Box::new(self.relation(value, &at)?)),
-                "not" => Matcher::Not(Box::new(self.compile(value, &at)?)),
-                "all" => Matcher::All(self.list(value, &at)?),
-                "any" => Matcher::Any(self.list(value, &at)?),
-                "folded" => Matcher::Folded(regex(value, &at)?),
-                "may_be" => Matcher::MayBe(regex(value, &at)?),
-                "resolves" => {
-                    if self.grammar.language != Language::Python {
-                        return Err(format!("{at}: `resolves` is for python rules"));
-                    }
-                    Matcher::Resolves(
-                        NameSet::new(&strings(value, &at)?).map_err(|e| format!("{at}: {e}"))?,
-                    )
-                }
-                "dynamic" => Matcher::Dynamic(boolean(value, &at)?),
-                "recursive" => {
-                    parts.push(Matcher::Kind(vec![
-                        self.implied_kind("function_definition")?,
-                    ]));
-                    Matcher::Recursive(boolean(value, &at)?)
-                }
-                "call" => {
-                    let spec = self.call(value, &at)?;
-                    parts.push(Matcher::Kind(vec![self.implied_kind("call")?]));
-                    Matcher::Call(Box::new(spec))
-                }
-                "command" => {
-                    let spec = self.command(value, &at)?;
-                    parts.push(Matcher::Kind(vec![self.implied_kind("command")?]));
-                    Matcher::Command(Box::new(spec))
-                }
-                other => {
-                    return Err(format!(
-                        "{path}: unknown key `{other}` (expected one of: {KEYS})"
-                    ));
-                }
-            };
-            parts.push(part);
-        }
-        match parts.len() {
-            0 => Err(format!("{path}: empty matcher")),
-            1 => Ok(parts.pop().expect("one part")),
-            _ => Ok(Matcher::All(parts)),
-        }
-    }
-
-    fn implied_kind(&self, name: &str) -> Result<u16, String> {
-        self.grammar
-            .kind(name)
-            .ok_or_else(|| format!("{} grammar has no `{name}` nodes", self.grammar.language))
-    }
-
-    fn kinds(&self, value: &Value, at: &str) -> Result<Vec<u16>, String> {
-        strings(value, at)?
-            .iter()
-            .map(|k| {
-                self.grammar.kind(k).ok_or_else(|| {
-                    format!(
-                        "{at}: unknown node kind `{k}` for {}",
-                        self.grammar.language
-                    )
-                })
-            })
-            .collect()
-    }
-
-    fn relation(&self, value: &Value, at: &str) -> Result<Relation, String> {
-        let map = value
-            .as_mapping()
-            .ok_or_else(|| format!("{at}: expected a mapping"))?;
-        let field = match map.get("field") {
-            None => None,
-            Some(f) => {
-                let name = f
-                    .as_str()
-                    .ok_or_else(|| format!("{at}.field: expected a string"))?;
-                Some(self.grammar.field(name).ok_or_else(|| {
-                    format!(
-                        "{at}.field: unknown field `{name}` for {}",
-                        self.grammar.language
-                    )
-                })?)
-            }
-        };
-        let stop_by_end = match map.get("stopBy").map(|v| v.as_str()) {
-            None | Some(Some("neighbor")) => false,
-            Some(Some("end")) => true,
-            _ => return Err(format!("{at}.stopBy: expected `neighbor` or `end`")),
-        };
-        if field.is_some() && stop_by_end {
-            return Err(format!("{at}: `field` and `stopBy: end` do not combine"));
-        }
-        Ok(Relation {
-            field,
-            stop_by_end,
-            inner: self.compile_map(map, at, true)?,
-        })
-    }
-
-    fn list(&self, value: &Value, at: &str) -> Result<Vec<Matcher>, String> {
-        let seq = value
-            .as_sequence()
-            .ok_or_else(|| format!("{at}: expected a list of matchers"))?;
-        if seq.is_empty() {
-            return Err(format!("{at}: empty list"));
-        }
-        seq.iter()
-            .enumerate()
-            .map(|(i, v)| self.compile(v, &format!("{at}[{i}]")))
-            .collect()
-    }
-
-    fn call(&self, value: &Value, at: &str) -> Result<CallSpec, String> {
-        if self.grammar.language != Language::Python {
-            return Err(format!(
-                "{at}: `call` is for python rules; bash has `command`"
-            ));
-        }
-        let map = mapping(value, at, &["callee", "arg", "keyword"])?;
-        let callee = map
-            .get("callee")
-            .ok_or_else(|| format!("{at}: `callee` is required"))?;
-        let callee = NameSet::new(&strings(callee, &format!("{at}.callee"))?)
-            .map_err(|e| format!("{at}.callee: {e}"))?;
-        let arg = match map.get("arg") {
-            None => None,
-            Some(v) => Some(self.arg(v, &format!("{at}.arg"))?),
-        };
-        let keyword = match map.get("keyword") {
-            None => None,
-            Some(v) => {
-                let kat = format!("{at}.keyword");
-                let kmap = mapping(v, &kat, &["name", "value"])?;
-                let name = regex(
-                    kmap.get("name")
-                        .ok_or_else(|| format!("{kat}: `name` is required"))?,
-                    &format!("{kat}.name"),
-                )?;
-                let value = match kmap.get("value") {
-                    None => None,
-                    Some(v) => Some(self.compile(v, &format!("{kat}.value"))?),
-                };
-                Some(KeywordSpec { name, value })
-            }
-        };
-        Ok(CallSpec {
-            callee,
-            arg,
-            keyword,
-        })
-    }
-
-    fn arg(&self, value: &Value, at: &str) -> Result<ArgSpec, String> {
-        let map = value
-            .as_mapping()
-            .ok_or_else(|| format!("{at}: expected a mapping"))?;
-        let index = match map.get("index") {
-            None => None,
-            Some(v) => Some(
-                v.as_u64()
-                    .and_then(|i| usize::try_from(i).ok())
-                    .ok_or_else(|| format!("{at}.index: expected a non-negative integer"))?,
-            ),
-        };
-        let mut rest = map.clone();
-        rest.remove("index");
-        Ok(ArgSpec {
-            index,
-            inner: self.compile_map(&rest, at, false)?,
-        })
-    }
-
-    fn command(&self, value: &Value, at: &str) -> Result<CommandSpec, String> {
-        if self.grammar.language != Language::Bash {
-            return Err(format!(
-                "{at}: `command` is for bash rules; python has `call`"
-            ));
-        }
-        let map = mapping(value, at, &["name", "flag", "arg", "stdin_program"])?;
-        let name = map
-            .get("name")
-            .ok_or_else(|| format!("{at}: `name` is required"))?;
-        let name = NameSet::new(&strings(name, &format!("{at}.name"))?)
-            .map_err(|e| format!("{at}.name: {e}"))?;
-        let flags = match map.get("flag") {
-            None => Vec::new(),
-            Some(v) => {
-                let flags = strings(v, &format!("{at}.flag"))?;
-                if let Some(bad) = flags.iter().find(|f| !f.starts_with('-')) {
-                    return Err(format!("{at}.flag: `{bad}` must start with `-`"));
-                }
-                flags
-            }
-        };
-        let arg = match map.get("arg") {
-            None => None,
-            Some(v) => Some(self.compile(v, &format!("{at}.arg"))?),
-        };
-        let stdin_program = match map.get("stdin_program") {
-            None => false,
-            Some(v) => boolean(v, &format!("{at}.stdin_program"))?,
-        };
-        Ok(CommandSpec {
-            name,
-            flags,
-            arg,
-            stdin_program,
-        })
-    }
-}
-
-/// `^(a|b|c)$` over plain words becomes an exact-match list (no regex engine per node).
-fn text_matcher(re: Regex) -> Matcher {
-    let pattern = re.as_str();
-    let inner = pattern
-        .strip_prefix('^')
-        .and_then(|p| p.strip_suffix('$'))
-        .map(|p| {
-            p.strip_prefix('(')
-                .and_then(|p| p.strip_suffix(')'))
-                .unwrap_or(p)
-        });
-    let is_word =
-        |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    match inner {
-        Some(alternatives)
-            if !alternatives.contains(['(', ')']) && alternatives.split('|').all(is_word) =>
-        {
-            Matcher::Exact(alternatives.split('|').map(str::to_string).collect())
-        }
-        _ => Matcher::Regex(re),
-    }
-}
-
-fn mapping<'v>(value: &'v Value, at: &str, allowed: &[&str]) -> Result<&'v Mapping, String> {
-    let map = value
-        .as_mapping()
-        .ok_or_else(|| format!("{at}: expected a mapping"))?;
-    for key in map.keys() {
-        let key = key.as_str().unwrap_or("");
-        if !allowed.contains(&key) {
-            return Err(format!(
-                "{at}: unknown key `{key}` (expected one of: {})",
-                allowed.join(", ")
-            ));
-        }
-    }
-    Ok(map)
-}
-
-fn strings(value: &Value, at: &str) -> Result<Vec<String>, String> {
-    match value {
-        Value::String(s) => Ok(vec![s.clone()]),
-        Value::Sequence(seq) => seq
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("{at}: expected strings"))
-            })
-            .collect(),
-        _ => Err(format!("{at}: expected a string or a list of strings")),
-    }
-}
-
-fn regex(value: &Value, at: &str) -> Result<Regex, String> {
-    let pattern = value
-        .as_str()
-        .ok_or_else(|| format!("{at}: expected a regex string"))?;
-    Regex::new(pattern).map_err(|e| format!("{at}: {e}"))
-}
-
-fn boolean(value: &Value, at: &str) -> Result<bool, String> {
-    value
-        .as_bool()
-        .ok_or_else(|| format!("{at}: expected true or false"))
+/// Why a [`NameSet`] cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum NameSetError {
+    #[error("needs at least one name")]
+    Empty,
+    #[error(transparent)]
+    Regex(#[from] regex::Error),
 }

@@ -9,9 +9,12 @@
 //! with its file name.
 
 pub mod bash;
+pub mod codec;
+pub mod compile;
 pub mod embed;
 pub mod grammar;
 pub mod matcher;
+pub mod model;
 pub mod python;
 pub mod secret;
 pub mod tree;
@@ -29,18 +32,66 @@ pub use tree::{ByName, Part, TreeRule, TreeRules};
 static EMBEDDED: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/patterns");
 
 /// A rule that stops start-up, with the file it came from.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{file}: {message}")]
+///
+/// Displays as `file: what`; [`std::error::Error::source`] continues with the cause of `what`
+/// (a regex or YAML parser error), so a chain printer shows each part once.
+#[derive(Debug)]
 pub struct RuleError {
     pub file: String,
-    pub message: String,
+    pub kind: RuleErrorKind,
+}
+
+impl std::fmt::Display for RuleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.file, self.kind)
+    }
+}
+
+impl std::error::Error for RuleError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.kind)
+    }
+}
+
+/// What is wrong with a rule file.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleErrorKind {
+    #[error("{0}")]
+    Message(String),
+    /// The file does not fit the rule model; the path names the key, the line where known.
+    #[error(transparent)]
+    Shape(#[from] serde_path_to_error::Error<serde_norway::Error>),
+    #[error(transparent)]
+    Matcher(#[from] matcher::MatcherError),
+    #[error(transparent)]
+    Names(#[from] matcher::NameSetError),
 }
 
 impl RuleError {
+    /// The error with its causes, `file: cause: cause…` (what start-up prints).
+    pub fn report(&self) -> String {
+        let mut out = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            out.push_str(": ");
+            out.push_str(&e.to_string());
+            cause = e.source();
+        }
+        out
+    }
+
     pub fn new(file: impl Into<String>, message: impl Into<String>) -> Self {
         RuleError {
             file: file.into(),
-            message: message.into(),
+            kind: RuleErrorKind::Message(message.into()),
+        }
+    }
+
+    /// A typed error from compiling `file`.
+    pub fn with(file: impl Into<String>, source: impl Into<RuleErrorKind>) -> Self {
+        RuleError {
+            file: file.into(),
+            kind: source.into(),
         }
     }
 }

@@ -148,7 +148,7 @@ fn malformed_rules_stop_loading_with_their_file_name() {
         (
             "bash/bash-broken.yml",
             "id: bash-broken\nlanguage: bash\nmessage: m\nrule:\n  call:\n    callee: [x]\n",
-            "`call` is for python",
+            "rule.call: `call` is not available in bash rules",
         ),
         (
             "secrets/broken.yml",
@@ -158,17 +158,92 @@ fn malformed_rules_stop_loading_with_their_file_name() {
         (
             "python/python-broken.yml",
             "id: python-broken\nlanguage: python\nmessage: m\nrule:\n  kind: call\n  bogus: 1\n",
-            "unknown key `bogus`",
+            "unknown field `bogus`",
+        ),
+        (
+            "python/python-broken.yml",
+            "id: python-broken\nlanguage: python\nmessage: m\nrule:\n  any:\n    - kind: call\n      has:\n        regex: '(x'\n",
+            "rule.any[0].has.regex: invalid regex",
+        ),
+        (
+            "python/python-broken.yml",
+            "id: python-broken\nlanguage: python\nmessage: m\nrule:\n  kind: call\n  has:\n    kind: call\n    stopBy: far\n",
+            "rule.has.stopBy: unknown variant `far`",
+        ),
+        (
+            "python/python-broken.yml",
+            "id: python-broken\nlanguage: python\nmessage: m\nrule:\n  kind: call\n  stopBy: end\n",
+            "rule.stopBy: `stopBy` is only allowed inside `has` or `inside`",
+        ),
+        (
+            "python/python-broken.yml",
+            "id: python-broken\nlanguage: python\nmessage: m\nrule:\n  kind: call\n  has:\n    kind: call\n    all:\n      - kind: call\n        bogus: 1\n",
+            "line 10",
         ),
     ];
     for (path, text, expected) in cases {
         let mut with_bad = files.clone();
         with_bad.push((path.to_string(), text.to_string()));
-        let err = RuleSet::from_files(with_bad).expect_err(path);
-        assert!(
-            err.to_string().contains(path),
-            "error names the file: {err}"
-        );
-        assert!(err.to_string().contains(expected), "{expected:?} in: {err}");
+        let err = RuleSet::from_files(with_bad).expect_err(path).report();
+        assert!(err.contains(path), "error names the file: {err}");
+        assert!(err.contains(expected), "{expected:?} in: {err}");
     }
+}
+
+/// `patterns/rule.schema.json` is generated from the types the loader reads; regenerate it with
+/// `UPDATE_RULE_SCHEMA=1 cargo test --lib rules::rule_tests::rule_schema`.
+#[test]
+fn rule_schema_is_fresh() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/patterns/rule.schema.json");
+    let mut generated =
+        serde_json::to_string_pretty(&super::tree::schema()).expect("schema serialises");
+    generated.push('\n');
+    if std::env::var_os("UPDATE_RULE_SCHEMA").is_some() {
+        std::fs::write(path, &generated).expect("write schema");
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "patterns/rule.schema.json is stale: rerun with UPDATE_RULE_SCHEMA=1"
+    );
+    let schema: serde_json::Value = serde_json::from_str(&committed).expect("valid JSON");
+    let props = &schema["properties"];
+    for key in [
+        "id", "language", "severity", "message", "note", "rule", "builtin",
+    ] {
+        assert!(props.get(key).is_some(), "schema lists `{key}`");
+    }
+    assert_eq!(
+        schema["additionalProperties"],
+        serde_json::Value::Bool(false)
+    );
+}
+
+/// The matcher examples in patterns/README.md compile.
+#[test]
+fn readme_examples_compile() {
+    let readme = include_str!("../../patterns/README.md");
+    let section = readme
+        .split("## Tree rules")
+        .nth(1)
+        .and_then(|s| s.split("## Rule tests").next())
+        .expect("tree rules section");
+    let mut checked = 0;
+    for block in section.split("```yaml\n").skip(1) {
+        let yaml = block.split("```").next().unwrap_or("");
+        let rule = yaml
+            .split_once("rule:")
+            .map(|(_, r)| format!("rule:{r}"))
+            .expect("example has a rule");
+        let language = if yaml.contains("command:") || yaml.contains("while_statement") {
+            Language::Bash
+        } else {
+            Language::Python
+        };
+        let text = format!("id: example\nlanguage: {language}\nmessage: m\n{rule}");
+        super::tree::parse_rule("example.yml", &text, language)
+            .unwrap_or_else(|e| panic!("{}\n{text}", e.report()));
+        checked += 1;
+    }
+    assert_eq!(checked, 4);
 }

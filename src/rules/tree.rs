@@ -10,25 +10,61 @@ use rustc_hash::FxHashMap;
 use serde::Deserialize;
 
 use super::grammar::Grammar;
-use super::matcher::{Matcher, MatcherCompiler, NameSet};
+use schemars::JsonSchema;
+
+use super::matcher::{Matcher, MatcherCompiler, NameSet, NameSetError};
+use super::model::MatcherSpec;
 use super::{RuleError, RuleMeta, embed};
 use crate::script::Language;
 use crate::validate::verdict::Severity;
 
-#[derive(Debug, Deserialize)]
+/// A tree rule file (`patterns/python/*.yml`, `patterns/bash/*.yml`).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RawTreeRule {
-    id: String,
-    language: Language,
+pub struct RawTreeRule {
+    /// Kebab-case, equal to the file name without `.yml`.
+    pub id: String,
+    /// `python` or `bash`, equal to the rule's folder.
+    #[schemars(with = "LanguageName")]
+    pub language: Language,
+    /// `block` (the default) or `warn`.
     #[serde(default)]
-    severity: Option<Severity>,
-    message: String,
+    #[schemars(with = "Option<SeverityName>")]
+    pub severity: Option<Severity>,
+    /// What the finding says.
+    pub message: String,
+    /// How to fix it.
     #[serde(default)]
-    note: Option<String>,
+    pub note: Option<String>,
+    /// The matcher; absent only for builtin rules.
     #[serde(default)]
-    rule: Option<serde_norway::Value>,
+    pub rule: Option<MatcherSpec>,
+    /// Matching is done in code; the file gives id, severity, message and tests.
     #[serde(default)]
-    builtin: bool,
+    pub builtin: bool,
+}
+
+/// Schema stand-in for [`Language`].
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum LanguageName {
+    Python,
+    Bash,
+}
+
+/// Schema stand-in for [`Severity`].
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum SeverityName {
+    Block,
+    Warn,
+}
+
+/// The JSON Schema of tree rule files, generated from the types the loader reads.
+pub fn schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(RawTreeRule)).unwrap_or_default()
 }
 
 /// A rule file, compiled: its metadata and its parts (none for builtin rules).
@@ -48,7 +84,8 @@ struct ParsedPart {
 
 pub(super) fn parse_rule(file: &str, text: &str, dir: Language) -> Result<ParsedRule, RuleError> {
     let raw: RawTreeRule =
-        serde_norway::from_str(text).map_err(|e| RuleError::new(file, e.to_string()))?;
+        serde_path_to_error::deserialize(serde_norway::Deserializer::from_str(text))
+            .map_err(|e| RuleError::with(file, e))?;
     if raw.language != dir {
         return Err(RuleError::new(
             file,
@@ -56,11 +93,11 @@ pub(super) fn parse_rule(file: &str, text: &str, dir: Language) -> Result<Parsed
         ));
     }
     let parts = match (raw.rule, raw.builtin) {
-        (Some(value), false) => {
+        (Some(spec), false) => {
             let grammar = Grammar::new(raw.language);
             let matcher = MatcherCompiler::new(&grammar)
-                .compile(&value, "rule")
-                .map_err(|e| RuleError::new(file, e))?;
+                .compile(&spec, "rule")
+                .map_err(|e| RuleError::with(file, e))?;
             split(matcher)
                 .into_iter()
                 .map(|matcher| {
@@ -167,7 +204,7 @@ impl TreeRules {
                 match &part.names {
                     Some(keys) => by_name
                         .add(index, keys)
-                        .map_err(|e| RuleError::new(at(&r.meta.id), e))?,
+                        .map_err(|e| RuleError::with(at(&r.meta.id), e))?,
                     None => {
                         for &k in &part.kinds {
                             let entry = &mut by_kind[usize::from(k)];
@@ -191,7 +228,7 @@ impl TreeRules {
         names.sort();
         names.dedup();
         let names =
-            NameSet::new(&names).map_err(|e| RuleError::new(format!("patterns/{language}"), e))?;
+            NameSet::new(&names).map_err(|e| RuleError::with(format!("patterns/{language}"), e))?;
         Ok(TreeRules {
             grammar,
             rules,
@@ -227,7 +264,7 @@ pub struct ByName {
 }
 
 impl ByName {
-    fn add(&mut self, part: usize, names: &[String]) -> Result<(), String> {
+    fn add(&mut self, part: usize, names: &[String]) -> Result<(), NameSetError> {
         for name in names {
             if name.contains('*') {
                 self.wildcard

@@ -1,0 +1,79 @@
+//! The rule written in code rather than data: a file downloaded by one command and run by a later
+//! one (`curl -o x.sh URL; bash x.sh`), which relates two commands and so is beyond the tree-rule
+//! language's single-node matchers.
+
+use super::*;
+
+/// Programs that run the file named by their first non-option argument.
+const RUNNERS: &[&str] = &[
+    "bash", "sh", "dash", "zsh", "ksh", "source", ".", "python", "python3", "perl", "ruby", "node",
+    "php",
+];
+
+/// The file a downloader writes (`curl -o F`, `curl --output F`, `wget -O F`), as written.
+fn download_target(sem: &BashSem<'_>, inv: &Invocation<'_>) -> Option<String> {
+    let (short, long) = match inv.name.as_str() {
+        "curl" => ('o', "--output"),
+        "wget" => ('O', "--output-document"),
+        _ => return None,
+    };
+    let args: Vec<Option<String>> = inv.args.iter().map(|a| sem.fold(*a)).collect();
+    for (i, arg) in args.iter().enumerate() {
+        let Some(a) = arg else { continue };
+        if let Some(v) = a.strip_prefix(&format!("{long}=")) {
+            return Some(v.to_string());
+        }
+        let cluster = a.starts_with('-')
+            && !a.starts_with("--")
+            && a[1..].chars().all(|c| c.is_ascii_alphanumeric());
+        if a == long || (cluster && a.ends_with(short)) {
+            return args.get(i + 1).cloned().flatten();
+        }
+        if cluster && a.len() > 2 && a[1..].starts_with(short) {
+            return Some(a[2..].to_string());
+        }
+    }
+    None
+}
+
+fn same_file(a: &str, b: &str) -> bool {
+    a.trim_start_matches("./") == b.trim_start_matches("./")
+}
+
+/// Commands that run a file an earlier command downloaded (`curl -o x.sh …; bash x.sh`).
+pub fn downloaded_then_run<'t>(
+    sem: &BashSem<'_>,
+    cx: &Cx<'_, 't>,
+    commands: &[Node<'t>],
+) -> Vec<Node<'t>> {
+    let mut downloaded: Vec<String> = Vec::new();
+    let mut runs = Vec::new();
+    for &command in commands {
+        let (invocations, _) = cx.bash_invocations(sem, command);
+        // The command's name as written (`./x.sh`), folded only once something was downloaded.
+        let runs_download = !downloaded.is_empty()
+            && command
+                .child_by_field_id(sem.k.f_name)
+                .and_then(|n| sem.fold(n))
+                .is_some_and(|name| downloaded.iter().any(|d| same_file(d, &name)));
+        if runs_download {
+            runs.push(command);
+            continue;
+        }
+        for inv in invocations.iter() {
+            if let Some(target) = download_target(sem, inv) {
+                downloaded.push(target);
+            } else if RUNNERS.contains(&inv.name.as_str()) || inv.name.starts_with("python3.") {
+                let script = inv
+                    .args
+                    .iter()
+                    .filter_map(|a| sem.fold(*a))
+                    .find(|a| !a.starts_with('-'));
+                if script.is_some_and(|s| downloaded.iter().any(|d| same_file(d, &s))) {
+                    runs.push(command);
+                }
+            }
+        }
+    }
+    runs
+}

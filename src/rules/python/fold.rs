@@ -1,0 +1,500 @@
+//! Constant folding of Python expressions: string literals, concatenation, `%`/`format`/f-strings,
+//! joins, slices, `chr`/`bytes`, decoders and constant containers.
+
+use tree_sitter::Node;
+
+use super::super::codec::{apply_codec, decode_base32, decode_base64, decode_escapes, decode_hex};
+use super::*;
+
+impl<'a> PySem<'a> {
+    /// The constant string value of an expression, if it has one.
+    pub fn fold(&self, node: Node<'_>) -> Option<String> {
+        self.fold_at(node, 0).filter(|v| v.len() <= MAX_FOLD_LEN)
+    }
+
+    pub(super) fn fold_at(&self, node: Node<'_>, depth: u8) -> Option<String> {
+        if depth > MAX_FOLD_DEPTH {
+            return None;
+        }
+        let k = self.k;
+        let d = depth + 1;
+        let kind = node.kind_id();
+        if kind == k.string {
+            self.fold_string(node, d)
+        } else if kind == k.concatenated_string {
+            let mut out = String::new();
+            for part in node.named_children(&mut node.walk()) {
+                out.push_str(&self.fold_at(part, d)?);
+            }
+            Some(out)
+        } else if kind == k.parenthesized_expression {
+            self.fold_at(node.named_child(0)?, d)
+        } else if kind == k.identifier {
+            self.facts.consts.get(&ident(node, self.src))?.clone()
+        } else if kind == k.binary_operator {
+            self.fold_binary(node, d)
+        } else if kind == k.call {
+            self.fold_call(node, d)
+        } else if kind == k.subscript {
+            self.fold_subscript(node, d)
+        } else {
+            None
+        }
+    }
+
+    pub(super) fn fold_string(&self, node: Node<'_>, d: u8) -> Option<String> {
+        let k = self.k;
+        let start = node.child(0)?;
+        let prefix = text(start, self.src)
+            .trim_end_matches(['"', '\''])
+            .to_ascii_lowercase();
+        let raw = prefix.contains('r');
+        let fstring = prefix.contains('f') || prefix.contains('t');
+        let mut out = String::new();
+        for part in node.children(&mut node.walk()) {
+            let kind = part.kind_id();
+            if kind == k.string_content {
+                let t = text(part, self.src);
+                if raw {
+                    out.push_str(t);
+                } else {
+                    out.push_str(&decode_escapes(t));
+                }
+            } else if kind == k.interpolation {
+                if !fstring {
+                    out.push_str(text(part, self.src));
+                    continue;
+                }
+                let expr = part.child_by_field_id(k.f_expression)?;
+                out.push_str(&self.fold_at(expr, d)?);
+            } else if kind == k.escape_interpolation {
+                out.push_str(&text(part, self.src)[..1]);
+            }
+        }
+        Some(out)
+    }
+
+    pub(super) fn fold_binary(&self, node: Node<'_>, d: u8) -> Option<String> {
+        let k = self.k;
+        let op = text(node.child_by_field_id(k.f_operator)?, self.src);
+        let left = node.child_by_field_id(k.f_left)?;
+        let right = node.child_by_field_id(k.f_right)?;
+        match op {
+            "+" => Some(self.fold_at(left, d)? + &self.fold_at(right, d)?),
+            // `str / str` is a TypeError in Python, so a constant `/` can only be pathlib's join.
+            "/" => Some(join_paths(&[
+                self.fold_at(left, d)?,
+                self.fold_at(right, d)?,
+            ])),
+            "*" => {
+                let (s, n) = match (self.fold_at(left, d), self.fold_int(right)) {
+                    (Some(s), Some(n)) => (s, n),
+                    _ => (self.fold_at(right, d)?, self.fold_int(left)?),
+                };
+                let n = usize::try_from(n).ok()?;
+                (s.len().saturating_mul(n) <= MAX_FOLD_LEN).then(|| s.repeat(n))
+            }
+            "%" => {
+                let template = self.fold_at(left, d)?;
+                let values: Vec<String> = if right.kind_id() == k.tuple {
+                    right
+                        .named_children(&mut right.walk())
+                        .map(|v| self.fold_at(v, d))
+                        .collect::<Option<_>>()?
+                } else {
+                    vec![self.fold_at(right, d)?]
+                };
+                percent_format(&template, &values)
+            }
+            _ => None,
+        }
+    }
+
+    pub(super) fn fold_int(&self, node: Node<'_>) -> Option<i64> {
+        let k = self.k;
+        let kind = node.kind_id();
+        if kind == k.integer {
+            parse_int(text(node, self.src))
+        } else if kind == k.unary_operator {
+            let t = text(node, self.src).trim_start();
+            let v = self.fold_int(node.child_by_field_id(k.f_argument)?)?;
+            if t.starts_with('-') {
+                Some(-v)
+            } else {
+                Some(v)
+            }
+        } else if kind == k.parenthesized_expression {
+            self.fold_int(node.named_child(0)?)
+        } else {
+            None
+        }
+    }
+
+    pub fn positional<'t>(&self, call: Node<'t>) -> Vec<Node<'t>> {
+        let Some(args) = call.child_by_field_id(self.k.f_arguments) else {
+            return Vec::new();
+        };
+        let mut cursor = args.walk();
+        args.named_children(&mut cursor)
+            .filter(|a| a.kind_id() != self.k.keyword_argument && a.kind_id() != self.k.comment)
+            .collect()
+    }
+
+    pub(super) fn keywords<'t>(&self, call: Node<'t>) -> Vec<(String, Node<'t>)> {
+        let Some(args) = call.child_by_field_id(self.k.f_arguments) else {
+            return Vec::new();
+        };
+        let mut cursor = args.walk();
+        args.named_children(&mut cursor)
+            .filter(|a| a.kind_id() == self.k.keyword_argument)
+            .filter_map(|kw| {
+                let name = kw.child_by_field_id(self.k.f_name)?;
+                let value = kw.child_by_field_id(self.k.f_value)?;
+                Some((ident(name, self.src), value))
+            })
+            .collect()
+    }
+
+    pub(super) fn fold_call(&self, node: Node<'_>, d: u8) -> Option<String> {
+        let k = self.k;
+        let func = node.child_by_field_id(k.f_function)?;
+        // Only a few functions turn constants into constants; everything else is not worth resolving.
+        if !FOLDING_FUNCTIONS.contains(&self.last_segment(func).as_ref())
+            && !self
+                .facts
+                .aliases
+                .contains_key(self.last_segment(func).as_ref())
+        {
+            return None;
+        }
+        let args = self.positional(node);
+        if func.kind_id() == k.attribute {
+            let method = ident(func.child_by_field_id(k.f_attribute)?, self.src);
+            let object = func.child_by_field_id(k.f_object)?;
+            if let Some(v) = self.fold_method(&method, object, &args, d) {
+                return Some(v);
+            }
+        }
+        let names = self.names(func);
+        let arg0 = args.first().copied();
+        for name in &names {
+            let value = match name.as_str() {
+                "chr" => {
+                    char::from_u32(u32::try_from(self.fold_int(arg0?)?).ok()?).map(String::from)
+                }
+                "str" | "bytes" | "bytearray" if arg0.is_some_and(|a| a.kind_id() == k.list) => {
+                    self.fold_byte_list(arg0?)
+                }
+                "str" | "bytes" | "bytearray" => self.fold_at(arg0?, d),
+                "base64.b64decode"
+                | "base64.standard_b64decode"
+                | "base64.decodebytes"
+                | "base64.decodestring"
+                | "binascii.a2b_base64" => decode_base64(&self.fold_at(arg0?, d)?, false),
+                "base64.urlsafe_b64decode" => decode_base64(&self.fold_at(arg0?, d)?, true),
+                "base64.b32decode" => decode_base32(&self.fold_at(arg0?, d)?),
+                "base64.b16decode" | "binascii.unhexlify" | "binascii.a2b_hex"
+                | "bytes.fromhex" | "bytearray.fromhex" => decode_hex(&self.fold_at(arg0?, d)?),
+                "codecs.decode" | "codecs.encode" => {
+                    let value = self.fold_at(arg0?, d)?;
+                    let codec = args
+                        .get(1)
+                        .and_then(|c| self.fold_at(*c, d))
+                        .or_else(|| {
+                            self.keywords(node)
+                                .into_iter()
+                                .find(|(n, _)| n == "encoding")
+                                .and_then(|(_, v)| self.fold_at(v, d))
+                        })
+                        .unwrap_or_else(|| "utf-8".into());
+                    apply_codec(&value, &codec)
+                }
+                "reversed" => Some(self.fold_at(arg0?, d)?.chars().rev().collect()),
+                // Paths: the home directory folds to `~`, joins to `/`-joined strings.
+                "os.path.expanduser"
+                | "posixpath.expanduser"
+                | "os.path.abspath"
+                | "os.path.realpath"
+                | "os.path.normpath"
+                | "pathlib.Path"
+                | "pathlib.PosixPath"
+                | "pathlib.Path.expanduser" => self.fold_at(arg0?, d),
+                "pathlib.Path.home" | "pathlib.PosixPath.home" => Some("~".into()),
+                "os.path.join" | "posixpath.join" => {
+                    let parts: Option<Vec<String>> =
+                        args.iter().map(|a| self.fold_at(*a, d)).collect();
+                    Some(join_paths(&parts?))
+                }
+                "os.getenv" | "os.environ.get"
+                    if arg0.and_then(|a| self.fold_at(a, d)).as_deref() == Some("HOME") =>
+                {
+                    Some("~".into())
+                }
+                _ => None,
+            };
+            if value.is_some() {
+                return value;
+            }
+        }
+        None
+    }
+
+    pub(super) fn fold_method(
+        &self,
+        method: &str,
+        object: Node<'_>,
+        args: &[Node<'_>],
+        d: u8,
+    ) -> Option<String> {
+        let arg = |i: usize| args.get(i).and_then(|a| self.fold_at(*a, d));
+        match method {
+            "join" => {
+                let sep = self.fold_at(object, d)?;
+                let items = self.fold_items(*args.first()?, d)?;
+                Some(items.join(&sep))
+            }
+            "decode" | "encode" => {
+                let value = self.fold_at(object, d)?;
+                match arg(0) {
+                    Some(codec) => apply_codec(&value, &codec),
+                    None => Some(value),
+                }
+            }
+            "lower" | "casefold" => Some(self.fold_at(object, d)?.to_lowercase()),
+            "upper" => Some(self.fold_at(object, d)?.to_uppercase()),
+            "strip" => Some(self.fold_at(object, d)?.trim().to_string()),
+            "lstrip" => Some(self.fold_at(object, d)?.trim_start().to_string()),
+            "rstrip" => Some(self.fold_at(object, d)?.trim_end().to_string()),
+            "replace" => Some(self.fold_at(object, d)?.replace(&arg(0)?, &arg(1)?)),
+            "format" if args.is_empty() => self.fold_at(object, d),
+            "fromhex" => decode_hex(&arg(0)?),
+            _ => None,
+        }
+    }
+
+    /// Items of a list/tuple of constants, a constant string (its characters) or `reversed(...)`.
+    pub(super) fn fold_items(&self, node: Node<'_>, d: u8) -> Option<Vec<String>> {
+        let k = self.k;
+        if node.kind_id() == k.list || node.kind_id() == k.tuple {
+            let mut cursor = node.walk();
+            return node
+                .named_children(&mut cursor)
+                .map(|item| {
+                    self.fold_at(item, d)
+                        .or_else(|| self.fold_int(item).map(|i| i.to_string()))
+                })
+                .collect();
+        }
+        let s = self.fold_at(node, d)?;
+        Some(s.chars().map(String::from).collect())
+    }
+
+    pub(super) fn fold_byte_list(&self, list: Node<'_>) -> Option<String> {
+        let mut cursor = list.walk();
+        list.named_children(&mut cursor)
+            .map(|item| {
+                let v = self.fold_int(item)?;
+                char::from_u32(u32::try_from(v).ok()?)
+            })
+            .collect()
+    }
+
+    pub(super) fn fold_subscript(&self, node: Node<'_>, d: u8) -> Option<String> {
+        let k = self.k;
+        if let Some(value) = node.child_by_field_id(k.f_value)
+            && self.names_at(value, d).iter().any(|n| n == "os.environ")
+            && node
+                .child_by_field_id(k.f_subscript)
+                .and_then(|key| self.fold_at(key, d))
+                .as_deref()
+                == Some("HOME")
+        {
+            return Some("~".into());
+        }
+        let value: Vec<char> = self
+            .fold_at(node.child_by_field_id(k.f_value)?, d)?
+            .chars()
+            .collect();
+        let index = node.child_by_field_id(k.f_subscript)?;
+        let len = i64::try_from(value.len()).ok()?;
+        if index.kind_id() != k.slice {
+            let i = self.fold_int(index)?;
+            let i = if i < 0 { len + i } else { i };
+            return value.get(usize::try_from(i).ok()?).map(|c| c.to_string());
+        }
+        // slice: up to three optional integers separated by ':'
+        let mut parts: [Option<i64>; 3] = [None, None, None];
+        let mut slot = 0;
+        for child in index.children(&mut index.walk()) {
+            if text(child, self.src) == ":" {
+                slot += 1;
+                if slot > 2 {
+                    return None;
+                }
+            } else {
+                parts[slot] = Some(self.fold_int(child)?);
+            }
+        }
+        let step = parts[2].unwrap_or(1);
+        if step == 0 {
+            return None;
+        }
+        Some(
+            py_slice(&value, parts[0], parts[1], step)
+                .into_iter()
+                .collect(),
+        )
+    }
+
+    /// The last name of a callee expression (`b` in `a.b`, `f` in `f`), NFKC-normalised.
+    pub(super) fn last_segment<'s>(&self, func: Node<'_>) -> std::borrow::Cow<'s, str>
+    where
+        'a: 's,
+    {
+        let node = if func.kind_id() == self.k.attribute {
+            match func.child_by_field_id(self.k.f_attribute) {
+                Some(a) => a,
+                None => return std::borrow::Cow::Borrowed(""),
+            }
+        } else {
+            func
+        };
+        normalized(text(node, self.src))
+    }
+
+    /// The constant values of a dict (its values), list, tuple or set literal.
+    pub(super) fn container_values(&self, node: Node<'_>) -> Option<Vec<String>> {
+        let k = self.k;
+        let kind = node.kind_id();
+        if kind != k.dictionary && kind != k.list && kind != k.tuple && kind != k.set {
+            return None;
+        }
+        let mut cursor = node.walk();
+        node.named_children(&mut cursor)
+            .filter(|c| !c.is_extra())
+            .map(|item| {
+                let item = if item.kind_id() == k.pair {
+                    item.child_by_field_id(k.f_value)?
+                } else {
+                    item
+                };
+                self.fold(item)
+            })
+            .collect()
+    }
+
+    /// Every constant value the expression can have, when that is known: a constant, or an
+    /// element of a constant container it indexes (`FORMATS[fmt]`).
+    pub fn possible_values(&self, node: Node<'_>) -> Option<Vec<String>> {
+        if let Some(v) = self.fold(node) {
+            return Some(vec![v]);
+        }
+        if node.kind_id() != self.k.subscript {
+            return None;
+        }
+        let container = node.child_by_field_id(self.k.f_value)?;
+        if container.kind_id() == self.k.identifier {
+            return self
+                .facts
+                .containers
+                .get(&ident(container, self.src))?
+                .clone();
+        }
+        self.container_values(container)
+    }
+}
+
+/// Python slice semantics on characters.
+pub(super) fn py_slice(v: &[char], start: Option<i64>, stop: Option<i64>, step: i64) -> Vec<char> {
+    let len = i64::try_from(v.len()).unwrap_or(i64::MAX);
+    let clamp = |i: i64, lo: i64, hi: i64| i.max(lo).min(hi);
+    let norm = |i: i64| if i < 0 { i + len } else { i };
+    let mut out = Vec::new();
+    if step > 0 {
+        let mut i = clamp(start.map_or(0, norm), 0, len);
+        let end = clamp(stop.map_or(len, norm), 0, len);
+        while i < end {
+            out.push(v[usize::try_from(i).unwrap_or(0)]);
+            i += step;
+        }
+    } else {
+        let mut i = clamp(start.map_or(len - 1, norm), -1, len - 1);
+        let end = clamp(stop.map_or(-1, norm), -1, len - 1);
+        while i > end {
+            out.push(v[usize::try_from(i).unwrap_or(0)]);
+            i += step;
+        }
+    }
+    out
+}
+
+/// `os.path.join` semantics: an absolute part restarts the path.
+pub(super) fn join_paths(parts: &[String]) -> String {
+    let mut out = String::new();
+    for part in parts {
+        if part.starts_with('/') || out.is_empty() {
+            out = part.clone();
+        } else {
+            if !out.ends_with('/') {
+                out.push('/');
+            }
+            out.push_str(part);
+        }
+    }
+    out
+}
+
+pub(super) fn parse_int(t: &str) -> Option<i64> {
+    let t = t.replace('_', "").to_ascii_lowercase();
+    let t = t.trim_end_matches('l');
+    if let Some(h) = t.strip_prefix("0x") {
+        i64::from_str_radix(h, 16).ok()
+    } else if let Some(o) = t.strip_prefix("0o") {
+        i64::from_str_radix(o, 8).ok()
+    } else if let Some(b) = t.strip_prefix("0b") {
+        i64::from_str_radix(b, 2).ok()
+    } else {
+        t.parse().ok()
+    }
+}
+
+pub(super) fn percent_format(template: &str, values: &[String]) -> Option<String> {
+    let mut out = String::new();
+    let mut values = values.iter();
+    let mut chars = template.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            '%' => out.push('%'),
+            's' | 'r' | 'd' => out.push_str(values.next()?),
+            _ => return None,
+        }
+    }
+    values.next().is_none().then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_follow_python_semantics() {
+        let v: Vec<char> = "abcdef".chars().collect();
+        let s = |a, b, c| py_slice(&v, a, b, c).into_iter().collect::<String>();
+        assert_eq!(s(None, None, -1), "fedcba");
+        assert_eq!(s(Some(1), Some(4), 1), "bcd");
+        assert_eq!(s(None, None, 2), "ace");
+        assert_eq!(s(Some(-2), None, 1), "ef");
+    }
+
+    #[test]
+    fn percent_format_folds() {
+        assert_eq!(
+            percent_format("%s%s", &["ev".into(), "al".into()]).as_deref(),
+            Some("eval")
+        );
+    }
+}
