@@ -10,7 +10,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{TokenSpec, token_list};
-use crate::executions::ApprovalMode;
+use crate::domain::record::ApprovalMode;
 use crate::sandbox::docker::DockerConfig;
 use crate::validate::ValidationConfig;
 

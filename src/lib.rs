@@ -13,6 +13,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod domain;
 pub mod error;
 pub mod executions;
 pub mod gate;
@@ -21,7 +22,6 @@ pub mod mcp;
 pub mod metrics;
 pub mod rules;
 pub mod sandbox;
-pub mod script;
 pub mod store;
 pub mod tools;
 pub mod validate;

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::executions::ApprovalMode;
+use crate::domain::record::ApprovalMode;
 
 pub const EXECUTE: &str = "execute_script";
 pub const VALIDATE: &str = "validate_script";

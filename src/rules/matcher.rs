@@ -30,7 +30,7 @@ use unicode_normalization::UnicodeNormalization;
 use super::bash::{BashSem, Invocation};
 use super::grammar::{Grammar, children_in_field, text};
 use super::python::PySem;
-use crate::script::Language;
+use crate::domain::script::Language;
 
 #[derive(Debug)]
 pub enum Matcher {

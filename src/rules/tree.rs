@@ -12,8 +12,8 @@ use serde::Deserialize;
 use super::grammar::Grammar;
 use super::matcher::{Matcher, MatcherCompiler, NameSet};
 use super::{RuleError, RuleMeta, embed};
-use crate::script::Language;
-use crate::validate::verdict::Severity;
+use crate::domain::script::Language;
+use crate::domain::verdict::Severity;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

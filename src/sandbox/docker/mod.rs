@@ -28,7 +28,7 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use super::{Lease, Limits, Readiness, RunOutcome, RunSpec, Runner, SandboxError, SandboxStats};
-use crate::script::Language;
+use crate::domain::script::Language;
 pub use pool::PoolConfig;
 use session::Prepared;
 

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::Inner;
 use super::session::Prepared;
-use crate::script::Language;
+use crate::domain::script::Language;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

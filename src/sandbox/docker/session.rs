@@ -20,8 +20,8 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::{Cleaner, Removal, short};
+use crate::domain::script::Language;
 use crate::sandbox::{CappedText, RunOutcome, RunSpec, SandboxError, Timings};
-use crate::script::Language;
 
 /// What the supervisor writes to its own stderr (diagnostics only) is kept up to this size.
 const DIAGNOSTICS: u64 = 4096;

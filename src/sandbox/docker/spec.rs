@@ -7,7 +7,7 @@ use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig, Reso
 use uuid::Uuid;
 
 use super::DockerConfig;
-use crate::script::Language;
+use crate::domain::script::Language;
 
 pub const LABEL_MANAGED: &str = "scriptgate.managed";
 pub const LABEL_INSTANCE: &str = "scriptgate.instance";
