@@ -13,9 +13,9 @@ use std::hint::black_box;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use scriptgate::domain::script::{Language, Script};
 use scriptgate::rules::RuleSet;
 use scriptgate::rules::grammar::Grammar;
-use scriptgate::script::{Language, Script};
 use scriptgate::validate::{ValidationConfig, Validator};
 
 const ROUNDS: usize = 41;

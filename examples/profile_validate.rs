@@ -1,6 +1,6 @@
 //! Runs validation of one fixture in a loop, for profilers: `cargo run --release --example profile_validate -- benches/fixtures/agent_10k.py`.
+use scriptgate::domain::script::{Language, Script};
 use scriptgate::rules::RuleSet;
-use scriptgate::script::{Language, Script};
 use scriptgate::validate::{ValidationConfig, Validator};
 
 fn main() {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::artifacts::ArtifactSettings;
 use crate::auth::{TokenSpec, token_list};
-use crate::executions::ApprovalMode;
+use crate::domain::record::ApprovalMode;
 use crate::sandbox::docker::DockerConfig;
 use crate::validate::ValidationConfig;
 

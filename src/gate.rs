@@ -10,10 +10,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use uuid::Uuid;
 
 use crate::config::ExecutionSettings;
+pub use crate::domain::record::{ErrorKind, ExecutionError};
+use crate::domain::script::{Language, Script};
+use crate::domain::verdict::{Finding, Layer, Severity, Verdict};
 use crate::sandbox::{Lease, RunOutcome, Runner, SandboxError};
-use crate::script::{Language, Script};
 use crate::validate::Validator;
-use crate::validate::verdict::{Finding, Layer, Severity, Verdict};
 
 /// A checked execution request (raw wire values become this only at the HTTP edge).
 #[derive(Debug, Clone)]
@@ -23,52 +24,6 @@ pub struct ExecuteRequest {
     pub stdin: String,
     /// The runner profile (checked at the edge against the deployment's profiles).
     pub profile: String,
-}
-
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    ValidationFailed,
-    Timeout,
-    ResourceLimitExceeded,
-    ExecutionFailure,
-    InternalError,
-    /// An operator denied the execution.
-    Denied,
-    /// Nobody decided within the approval timeout.
-    ApprovalTimeout,
-}
-
-impl ErrorKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::ValidationFailed => "validation_failed",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::ResourceLimitExceeded => "resource_limit_exceeded",
-            ErrorKind::ExecutionFailure => "execution_failure",
-            ErrorKind::InternalError => "internal_error",
-            ErrorKind::Denied => "denied",
-            ErrorKind::ApprovalTimeout => "approval_timeout",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
-pub struct ExecutionError {
-    #[serde(rename = "type")]
-    pub kind: ErrorKind,
-    pub message: String,
-}
-
-impl ExecutionError {
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        ExecutionError {
-            kind,
-            message: message.into(),
-        }
-    }
 }
 
 /// The gate cannot take the work now.

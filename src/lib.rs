@@ -14,6 +14,7 @@
 pub mod artifacts;
 pub mod auth;
 pub mod config;
+pub mod domain;
 pub mod error;
 pub mod executions;
 pub mod gate;
@@ -22,7 +23,6 @@ pub mod mcp;
 pub mod metrics;
 pub mod rules;
 pub mod sandbox;
-pub mod script;
 pub mod store;
 pub mod tools;
 pub mod validate;

@@ -9,10 +9,10 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use scriptgate::config::{Config, LogFormat};
+use scriptgate::domain::script::{Language, Script};
+use scriptgate::domain::verdict::Verdict;
 use scriptgate::rules::RuleSet;
 use scriptgate::sandbox::docker::images;
-use scriptgate::script::{Language, Script};
-use scriptgate::validate::verdict::Verdict;
 use scriptgate::validate::{ValidationConfig, Validator};
 use serde::Serialize;
 

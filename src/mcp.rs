@@ -25,11 +25,11 @@ use tokio_util::sync::CancellationToken;
 use utoipa::OpenApi as _;
 
 use crate::auth::Caller;
+use crate::domain::script::Script;
 use crate::error::ApiError;
 use crate::executions::{Executions, Submitted};
 use crate::http::openapi::ApiDoc;
 use crate::http::{ExecuteIn, ExecuteOut, ValidateIn};
-use crate::script::Script;
 use crate::tools::{self, Catalog};
 
 /// One MCP server (one per session or request; cheap to build).

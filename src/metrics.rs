@@ -9,9 +9,9 @@ use std::sync::OnceLock;
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use crate::executions::record::{ExecutionRecord, Status};
+use crate::domain::record::{ExecutionRecord, Status};
+use crate::domain::verdict::{Severity, Verdict};
 use crate::sandbox::SandboxStats;
-use crate::validate::verdict::{Severity, Verdict};
 
 /// Seconds; from a warm run (a few ms) to the longest timeout.
 const BUCKETS: &[f64] = &[

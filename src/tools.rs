@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::executions::ApprovalMode;
+use crate::domain::record::ApprovalMode;
 use crate::sandbox::profiles::Profiles;
 
 pub const EXECUTE: &str = "execute_script";

@@ -23,8 +23,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 
+use scriptgate::domain::script::{Language, Script};
 use scriptgate::rules::RuleSet;
-use scriptgate::script::{Language, Script};
 use scriptgate::validate::{ValidationConfig, Validator, syntax};
 use serde::Deserialize;
 

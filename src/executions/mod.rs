@@ -11,13 +11,12 @@
 //! The record is written before the script runs, so a crash mid-run reads as `failed`
 //! ("interrupted") after a restart; queued work and pending approvals survive restarts.
 
-pub mod record;
+pub use crate::domain::record::ApprovalMode;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use time::OffsetDateTime;
 use tokio::sync::watch;
@@ -27,24 +26,16 @@ use uuid::Uuid;
 
 use crate::artifacts::ArtifactStore;
 use crate::auth::{Caller, Role};
+use crate::domain::record::{
+    Approval, Decision, ExecutionRecord, RunResult, StageMs, Status, sha256_hex,
+};
+use crate::domain::verdict::{Layer, Verdict};
 use crate::gate::{ErrorKind, ExecuteRequest, ExecutionError, Gate, GateError};
 use crate::sandbox::{Lease, RunOutcome, RunSpec};
 use crate::store::{AuditEvent, Store, StoreError, Transition};
-use crate::validate::verdict::{Layer, Verdict};
-use record::{Approval, Decision, ExecutionRecord, RunResult, StageMs, Status, sha256_hex};
 
 /// The actor recorded for the service's own events.
 const SERVICE: &str = "scriptgate";
-
-/// When executions wait for an operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalMode {
-    Never,
-    Always,
-    /// Only scripts whose validation produced warn findings.
-    OnWarn,
-}
 
 #[derive(Debug, Clone, Copy)]
 pub struct ApprovalPolicy {
@@ -481,7 +472,7 @@ impl Executions {
         };
         self.notify(id, Status::Running);
         let req = ExecuteRequest {
-            script: crate::script::Script::new(rec.language, rec.script.clone()),
+            script: crate::domain::script::Script::new(rec.language, rec.script.clone()),
             timeout: Duration::from_secs(rec.timeout_secs),
             stdin: rec.stdin.clone(),
             profile: rec.profile.clone(),

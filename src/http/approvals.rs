@@ -10,10 +10,10 @@ use super::execute::ExecuteOut;
 use super::params::IdParam;
 use super::{AppState, Json};
 use crate::auth::Role;
+use crate::domain::record::{Decision, ExecutionRecord};
+use crate::domain::script::Language;
+use crate::domain::verdict::Verdict;
 use crate::error::{ApiError, ErrorBody};
-use crate::executions::record::{Decision, ExecutionRecord};
-use crate::script::Language;
-use crate::validate::verdict::Verdict;
 
 /// A pending execution, as an operator reviews it.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]

@@ -12,13 +12,13 @@ use super::{AppState, Json};
 use crate::artifacts::Artifact;
 use crate::auth::Role;
 use crate::config::ExecutionSettings;
+use crate::domain::record::{Approval, ExecutionRecord, Status};
+use crate::domain::script::{Language, Script};
+use crate::domain::verdict::Verdict;
 use crate::error::{ApiError, ErrorBody};
-use crate::executions::record::{Approval, ExecutionRecord, Status};
 use crate::executions::{ExecError, Submitted};
 use crate::gate::{ExecuteRequest, ExecutionError, GateError};
 use crate::sandbox::profiles::Profiles;
-use crate::script::{Language, Script};
-use crate::validate::verdict::Verdict;
 
 /// A script to validate and run. Unknown fields are rejected.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
@@ -132,7 +132,7 @@ pub struct ExecuteOut {
     /// `approval_timeout`, `internal_error`); null on success and while it is not finished.
     pub error: Option<ExecutionError>,
     pub resource_usage: ResourceUsage,
-    pub timings_ms: crate::executions::record::StageMs,
+    pub timings_ms: crate::domain::record::StageMs,
     /// Served by a container started before the request.
     pub warm: bool,
     /// The operator's decision, when the execution needed approval.

@@ -125,7 +125,7 @@ mod tests {
     #[serde(deny_unknown_fields)]
     #[allow(dead_code)]
     struct Body {
-        kind: crate::script::Language,
+        kind: crate::domain::script::Language,
         n: Option<u32>,
     }
 

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::AppState;
 use super::auth::Authenticated;
+use crate::domain::script::Language;
 use crate::error::ErrorBody;
-use crate::script::Language;
 
 /// One runner profile.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]

@@ -6,9 +6,9 @@ use serde::Deserialize;
 use super::auth::Authenticated;
 use super::{AppState, Json};
 use crate::auth::Role;
+use crate::domain::script::{Language, Script};
+use crate::domain::verdict::Verdict;
 use crate::error::{ApiError, ErrorBody};
-use crate::script::{Language, Script};
-use crate::validate::verdict::Verdict;
 
 /// A script to check. Unknown fields are rejected.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]

@@ -7,7 +7,7 @@ use super::matcher::{
     ArgSpec, CallSpec, CommandSpec, KeywordSpec, Matcher, NameSet, NameSetError, Relation,
 };
 use super::model::{CallSpecRaw, CommandSpecRaw, MatcherSpec, OneOrMany, StopBy};
-use crate::script::Language;
+use crate::domain::script::Language;
 
 /// Why a matcher does not compile; every variant names the path of the key in the rule file.
 #[derive(Debug, thiserror::Error)]

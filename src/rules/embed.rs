@@ -14,7 +14,7 @@ use super::grammar::text;
 use super::matcher::{Cx, NameSet};
 use super::python::PySem;
 use super::{RuleError, RuleSet};
-use crate::script::Language;
+use crate::domain::script::Language;
 
 pub const BASH_DYNAMIC: &str = "bash-inline-code-dynamic";
 pub const PYTHON_DYNAMIC: &str = "python-inline-code-dynamic";

@@ -2,7 +2,7 @@
 
 use tree_sitter::{Language as TsLanguage, Node, Parser, Tree};
 
-use crate::script::Language;
+use crate::domain::script::Language;
 
 /// A grammar with name → id lookups resolved once.
 #[derive(Debug, Clone)]

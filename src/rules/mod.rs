@@ -24,8 +24,8 @@ use std::path::Path;
 
 use include_dir::{Dir, include_dir};
 
-use crate::script::Language;
-use crate::validate::verdict::Severity;
+use crate::domain::script::Language;
+use crate::domain::verdict::Severity;
 use secret::SecretRules;
 pub use tree::{ByName, Part, TreeRule, TreeRules};
 

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::{EMBEDDED, RuleSet};
-use crate::script::{Language, Script};
-use crate::validate::verdict::Layer;
+use crate::domain::script::{Language, Script};
+use crate::domain::verdict::Layer;
 use crate::validate::{ValidationConfig, Validator};
 
 #[derive(Debug, Deserialize)]

@@ -8,7 +8,7 @@ use regex::Regex;
 use serde::Deserialize;
 
 use super::{RuleError, RuleMeta};
-use crate::validate::verdict::Severity;
+use crate::domain::verdict::Severity;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -15,8 +15,8 @@ use schemars::JsonSchema;
 use super::matcher::{Matcher, MatcherCompiler, NameSet, NameSetError};
 use super::model::MatcherSpec;
 use super::{RuleError, RuleMeta, embed};
-use crate::script::Language;
-use crate::validate::verdict::Severity;
+use crate::domain::script::Language;
+use crate::domain::verdict::Severity;
 
 /// A tree rule file (`patterns/python/*.yml`, `patterns/bash/*.yml`).
 #[derive(Debug, Deserialize, JsonSchema)]

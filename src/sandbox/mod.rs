@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::script::Language;
+use crate::domain::script::Language;
 pub use output::CappedText;
 pub use scriptgate_supervisor::Usage;
 

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::script::Language;
+use crate::domain::script::Language;
 
 /// The profile a request without `profile` runs in.
 pub const DEFAULT_PROFILE: &str = "minimal";

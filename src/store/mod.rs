@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
-use crate::executions::record::{ExecutionRecord, Status};
+use crate::domain::record::{ExecutionRecord, Status};
 pub use audit::{AuditEvent, AuditRecord};
 
 const SCHEMA_VERSION: i64 = 1;

@@ -6,6 +6,7 @@ use tree_sitter::Tree;
 use super::Validator;
 use super::verdict::{Positions, Severity};
 use super::walk::{self, Facts, Walk};
+use crate::domain::script::Language;
 use crate::rules::RuleMeta;
 use crate::rules::bash::BashSem;
 use crate::rules::embed::{
@@ -13,7 +14,6 @@ use crate::rules::embed::{
 };
 use crate::rules::matcher::{Cx, Sem};
 use crate::rules::python::PySem;
-use crate::script::Language;
 
 /// Inline programs nest at most this deep (`bash -c "python3 -c '…'"` is two levels).
 const MAX_NESTING: u8 = 4;

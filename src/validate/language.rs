@@ -6,8 +6,8 @@
 //! `echo` vs `print` pass through to the syntax layer's verdict.
 
 use super::verdict::{Finding, Layer, Severity};
+use crate::domain::script::Language;
 use crate::rules::grammar::Grammar;
-use crate::script::Language;
 
 fn mismatch(rule: &str, message: String, line: u32) -> Finding {
     Finding {

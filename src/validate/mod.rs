@@ -10,17 +10,18 @@ mod language;
 mod limits;
 mod secrets;
 pub mod syntax;
-pub mod verdict;
+// The verdict types live in `domain`; re-exported so `validate::verdict` keeps its paths.
+pub use crate::domain::verdict;
 mod walk;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::domain::script::{Language, Script};
 use crate::rules::RuleSet;
 use crate::rules::bash::BashKinds;
 use crate::rules::grammar::Grammar;
 use crate::rules::python::PyKinds;
-use crate::script::{Language, Script};
 use syntax::bash::BashSyntax;
 use syntax::python::PySyntax;
 use verdict::{Finding, Layer, Positions, Severity, Verdict};

@@ -142,9 +142,9 @@ fn mostly_printable(s: &str) -> bool {
 mod tests {
     use std::sync::LazyLock;
 
+    use crate::domain::script::{Language, Script};
+    use crate::domain::verdict::Layer;
     use crate::rules::RuleSet;
-    use crate::script::{Language, Script};
-    use crate::validate::verdict::Layer;
     use crate::validate::{ValidationConfig, Validator};
 
     static VALIDATOR: LazyLock<Validator> = LazyLock::new(|| {

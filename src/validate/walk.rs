@@ -9,10 +9,10 @@ use tree_sitter::{Node, Tree};
 use super::Kinds;
 use super::syntax::{self, MAX_DEPTH, MAX_FINDINGS};
 use super::verdict::{Finding, Positions};
+use crate::domain::script::Language;
 use crate::rules::TreeRules;
 use crate::rules::bash::BashFacts;
 use crate::rules::python::PyFacts;
-use crate::script::Language;
 
 /// String literals shorter than this are not worth decoding (base64 of a secret is longer).
 const MIN_BLOB_BYTES: usize = 20;

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use scriptgate::domain::script::{Language, Script};
 use scriptgate::rules::RuleSet;
-use scriptgate::script::{Language, Script};
 use scriptgate::validate::{ValidationConfig, Validator};
 use serde::Deserialize;
 

@@ -11,11 +11,11 @@ use axum::http::{Request, StatusCode};
 use futures::future::BoxFuture;
 use scriptgate::App;
 use scriptgate::config::Config;
+use scriptgate::domain::script::Language;
 use scriptgate::sandbox::{
     CappedText, Lease, Readiness, RunOutcome, RunSpec, Runner, SandboxError, SandboxStats, Timings,
     Usage,
 };
-use scriptgate::script::Language;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tower::ServiceExt;

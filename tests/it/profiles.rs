@@ -227,7 +227,7 @@ async fn each_profile_keeps_and_refills_its_own_warm_pool() {
         c.sandbox.pool.size = 0;
         c.sandbox.profiles = vec![ProfileConfig {
             pool_size: Some(1),
-            languages: vec![scriptgate::script::Language::Python],
+            languages: vec![scriptgate::domain::script::Language::Python],
             ..scriptgate::sandbox::profiles::builtin_data()
         }];
     })

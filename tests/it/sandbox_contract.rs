@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
+use scriptgate::domain::script::Language;
 use scriptgate::sandbox::docker::spec;
 use scriptgate::sandbox::{RunRequest, Runner, RunnerExt};
-use scriptgate::script::Language;
 
 use crate::harness;
 

@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant};
 
+use scriptgate::domain::script::Language;
 use scriptgate::sandbox::{RunOutcome, RunRequest, Runner, RunnerExt};
-use scriptgate::script::Language;
 
 use crate::harness;
 

@@ -29,8 +29,8 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use super::{Lease, Limits, Readiness, RunOutcome, RunSpec, Runner, SandboxError, SandboxStats};
+use crate::domain::script::Language;
 use crate::sandbox::profiles::{Profile, ProfileConfig, Profiles};
-use crate::script::Language;
 pub use pool::PoolConfig;
 use session::Prepared;
 

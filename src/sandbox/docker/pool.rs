@@ -18,8 +18,8 @@ use uuid::Uuid;
 
 use super::Inner;
 use super::session::Prepared;
+use crate::domain::script::Language;
 use crate::sandbox::profiles::{Profile, Profiles};
-use crate::script::Language;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -21,10 +21,10 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::{Cleaner, Removal, short};
+use crate::domain::script::Language;
 use crate::sandbox::{
     CappedText, OutputFile, Provenance, RunOutcome, RunSpec, SandboxError, Timings,
 };
-use crate::script::Language;
 
 /// What the supervisor writes to its own stderr (diagnostics only) is kept up to this size.
 const DIAGNOSTICS: u64 = 4096;

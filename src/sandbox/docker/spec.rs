@@ -7,8 +7,8 @@ use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig, Reso
 use uuid::Uuid;
 
 use super::DockerConfig;
+use crate::domain::script::Language;
 use crate::sandbox::profiles::Profile;
-use crate::script::Language;
 
 pub const LABEL_MANAGED: &str = "scriptgate.managed";
 pub const LABEL_INSTANCE: &str = "scriptgate.instance";

@@ -18,8 +18,8 @@ use std::borrow::Cow;
 use tree_sitter::Node;
 
 use super::{bash_words, excerpt, finding, first_token};
+use crate::domain::verdict::{Finding, Positions};
 use crate::rules::grammar::{Grammar, text};
-use crate::validate::verdict::{Finding, Positions};
 
 /// Words bash only accepts as part of a compound command, never as a command name.
 const RESERVED: [&str; 8] = ["fi", "done", "then", "else", "elif", "esac", "do", "}"];

@@ -13,8 +13,8 @@ use tree_sitter::Node;
 
 use super::verdict::{Finding, Layer, Positions, Severity};
 use super::{Validator, parse_text, walk};
+use crate::domain::script::Script;
 use crate::rules::grammar::text;
-use crate::script::Script;
 
 /// Trees deeper than this are rejected: CPython refuses ~200 nested brackets, and every later
 /// algorithm may then rely on bounded depth.
@@ -82,8 +82,8 @@ pub fn too_deep(positions: &Positions<'_>, node: Node<'_>) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::check;
+    use crate::domain::script::{Language, Script};
     use crate::rules::RuleSet;
-    use crate::script::{Language, Script};
     use crate::validate::{ValidationConfig, Validator};
 
     /// (script, the rule of the first syntax finding, or None when the interpreter accepts it).

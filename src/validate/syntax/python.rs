@@ -15,8 +15,8 @@ use tree_sitter::{Node, TreeCursor};
 use super::python_forms::{Forms, PythonVersion, RUNNER_PYTHON};
 use super::python_lines::Lines;
 use super::{excerpt, finding, first_token};
+use crate::domain::verdict::{Finding, Positions};
 use crate::rules::grammar::{Grammar, text};
-use crate::validate::verdict::{Finding, Positions};
 
 #[derive(Debug, Clone)]
 pub struct PySyntax {

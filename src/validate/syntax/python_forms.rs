@@ -278,7 +278,7 @@ fn line_break_in_string(string: Node<'_>, src: &str) -> Option<Problem> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::script::Language;
+    use crate::domain::script::Language;
 
     #[test]
     fn the_target_version_decides_what_is_newer() {

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::script::Language;
+use crate::domain::script::Language;
 
 /// The validation layers, in the order they run.
 #[derive(

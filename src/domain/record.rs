@@ -4,9 +4,8 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::gate::ExecutionError;
-use crate::script::Language;
-use crate::validate::verdict::Verdict;
+use crate::domain::script::Language;
+use crate::domain::verdict::Verdict;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -138,4 +137,60 @@ fn default_profile() -> String {
 pub fn sha256_hex(text: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// When executions wait for an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    Never,
+    Always,
+    /// Only scripts whose validation produced warn findings.
+    OnWarn,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    ValidationFailed,
+    Timeout,
+    ResourceLimitExceeded,
+    ExecutionFailure,
+    InternalError,
+    /// An operator denied the execution.
+    Denied,
+    /// Nobody decided within the approval timeout.
+    ApprovalTimeout,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::ValidationFailed => "validation_failed",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::ResourceLimitExceeded => "resource_limit_exceeded",
+            ErrorKind::ExecutionFailure => "execution_failure",
+            ErrorKind::InternalError => "internal_error",
+            ErrorKind::Denied => "denied",
+            ErrorKind::ApprovalTimeout => "approval_timeout",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct ExecutionError {
+    #[serde(rename = "type")]
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl ExecutionError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ExecutionError {
+            kind,
+            message: message.into(),
+        }
+    }
 }
