@@ -484,15 +484,27 @@ fn mcp_stdio(
         let validator = scriptgate::validator(&config)?;
         let sandbox =
             scriptgate::sandbox::docker::DockerSandbox::start(config.sandbox.clone()).await?;
+        let sandbox = std::sync::Arc::new(sandbox);
         sandbox.reap_dead_owners(MCP_INSTANCE_PREFIX).await;
-        let app =
-            scriptgate::App::with_runner(&config, validator, std::sync::Arc::new(sandbox)).await?;
+        // A server killed while the engine was still creating a container for it leaves that
+        // container behind after this start-up sweep: keep sweeping while this server runs.
+        let sweeper = {
+            let sandbox = sandbox.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(DEAD_OWNER_SWEEP).await;
+                    sandbox.reap_dead_owners(MCP_INSTANCE_PREFIX).await;
+                }
+            })
+        };
+        let app = scriptgate::App::with_runner(&config, validator, sandbox).await?;
         let catalog = scriptgate::tools::Catalog::new(&config);
         let caller = scriptgate::auth::Caller::local_agent(agent);
         let served = tokio::select! {
             r = scriptgate::mcp::serve_stdio(app.executions.clone(), &catalog, caller) => r,
             () = shutdown_signal() => Ok(()),
         };
+        sweeper.abort();
         app.shutdown().await;
         served.map(|()| ExitCode::SUCCESS)
     });
@@ -502,6 +514,8 @@ fn mcp_stdio(
 
 /// Instance labels of stdio MCP servers start with this.
 const MCP_INSTANCE_PREFIX: &str = "mcp-";
+/// How often a stdio MCP server looks for containers of stdio servers that are gone.
+const DEAD_OWNER_SWEEP: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

@@ -21,6 +21,8 @@ use crate::error::{ApiError, ErrorBody};
     ),
     responses(
         (status = 200, description = "The file's bytes, with its MIME type and an `x-content-sha256` header.", content_type = "application/octet-stream"),
+        (status = 400, description = "The id is not a UUID.", body = ErrorBody,
+            example = json!({"error": {"type": "schema_error", "message": "id: `abc` is not a UUID"}})),
         (status = 404, description = "No such execution, no such artifact, or it expired.", body = ErrorBody,
             example = json!({"error": {"type": "not_found", "message": "no artifact `tmp/x.png` in this execution"}})),
     ),

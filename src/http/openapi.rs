@@ -19,6 +19,7 @@ use super::{
     AppState, approvals, artifacts, execute, executions, health, profiles, tools, validate,
 };
 use crate::config::ExecutionSettings;
+use crate::sandbox::profiles::Profiles;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -54,25 +55,35 @@ use crate::config::ExecutionSettings;
 #[derive(Debug)]
 pub struct ApiDoc;
 
-/// The contract for these execution settings: the timeout's maximum is configurable, and a
-/// client generated from the document must know the real one.
-pub fn document(settings: &ExecutionSettings) -> utoipa::openapi::OpenApi {
+/// The contract for these execution settings and runner profiles: the timeout's maximum and the
+/// profile names are configurable, and a client generated from the document must know the real
+/// ones.
+pub fn document(settings: &ExecutionSettings, profiles: &Profiles) -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
     let input = doc
         .components
         .as_mut()
         .and_then(|c| c.schemas.get_mut("ExecuteIn"));
-    if let Some(RefOr::T(Schema::Object(input))) = input
-        && let Some(RefOr::T(Schema::Object(timeout))) = input.properties.get_mut("timeout")
-    {
-        timeout.maximum = Some((settings.max_timeout_secs as usize).into());
+    if let Some(RefOr::T(Schema::Object(input))) = input {
+        if let Some(RefOr::T(Schema::Object(timeout))) = input.properties.get_mut("timeout") {
+            timeout.maximum = Some((settings.max_timeout_secs as usize).into());
+        }
+        if let Some(RefOr::T(Schema::Object(profile))) = input.properties.get_mut("profile") {
+            let mut names: Vec<Value> = profiles.names().into_iter().map(Value::from).collect();
+            names.push(Value::Null); // absent or null: the default profile
+            profile.enum_values = Some(names);
+        }
     }
     doc
 }
 
 /// The contract of the default configuration as YAML: what `openapi.yaml` holds.
 pub fn yaml() -> String {
-    to_yaml(&document(&ExecutionSettings::default()))
+    let profiles = crate::config::Config::default()
+        .sandbox
+        .resolved_profiles()
+        .expect("the built-in profiles are valid");
+    to_yaml(&document(&ExecutionSettings::default(), &profiles))
 }
 
 fn to_yaml(doc: &utoipa::openapi::OpenApi) -> String {
@@ -82,12 +93,19 @@ fn to_yaml(doc: &utoipa::openapi::OpenApi) -> String {
 
 /// `GET /openapi.json`: the contract of this service's configuration.
 pub async fn serve_json(State(state): State<AppState>) -> axum::response::Response {
-    axum::Json(document(state.executions.gate().settings())).into_response()
+    axum::Json(document(
+        state.executions.gate().settings(),
+        &state.profiles,
+    ))
+    .into_response()
 }
 
 /// `GET /openapi.yaml`: the same, as YAML.
 pub async fn serve_yaml(State(state): State<AppState>) -> axum::response::Response {
-    let body = to_yaml(&document(state.executions.gate().settings()));
+    let body = to_yaml(&document(
+        state.executions.gate().settings(),
+        &state.profiles,
+    ));
     ([(CONTENT_TYPE, "application/yaml")], body).into_response()
 }
 
