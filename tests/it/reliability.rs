@@ -96,7 +96,15 @@ fn check(i: usize, kind: Kind, status: u16, retry_after: bool, body: &Value) -> 
 #[allow(clippy::print_stdout)] // the figures are the report
 async fn mixed_load_beyond_capacity_is_all_answered_and_nothing_leaks() {
     let (total, concurrency) = if full_mode() { (500, 50) } else { (200, 50) };
-    let s = Service::start(|c| c.sandbox.pool.size = 2).await;
+    // The load runs in the default profile: its warm pool is what must remain afterwards.
+    let s = Service::start(|c| {
+        c.sandbox.pool.size = 2;
+        c.sandbox.profiles = vec![scriptgate::sandbox::profiles::ProfileConfig {
+            pool_size: Some(0),
+            ..scriptgate::sandbox::profiles::builtin_data()
+        }];
+    })
+    .await;
     let limits = scriptgate::config::ExecutionSettings::default();
     let gate = Arc::new(tokio::sync::Semaphore::new(concurrency));
     let client = reqwest::Client::builder()
