@@ -3,7 +3,7 @@
 //! Rules must see `sp.call` as `subprocess.call`, `getattr(__builtins__, 'ev' + 'al')` as `eval`, and
 //! `ｅｘｅｃ` as `exec`. Facts are gathered in the one tree walk ([`PyFacts::observe`]) and are
 //! flow-insensitive: a name bound twice keeps every binding, and a name assigned twice is not a constant.
-//! Folding lives in [`fold`]. (Just over 500 lines: kinds, facts and name resolution share the facts.)
+//! Folding lives in `fold`. (Just over 500 lines: kinds, facts and name resolution share the facts.)
 
 use std::collections::HashMap;
 

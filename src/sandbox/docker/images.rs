@@ -44,7 +44,7 @@ pub const DATA_IMAGE: &str = "scriptgate-runner-data:latest";
 pub const INFO_LABEL: &str = "scriptgate.profile.info";
 const SUITE: &str = "bookworm";
 const PACKAGES: &[&str] = &["python3", "bash", "jq", "gawk", "bc", "procps"];
-/// The `data` profile's packages, on top of [`PACKAGES`].
+/// The `data` profile's packages, on top of `PACKAGES`.
 pub const DATA_PACKAGES: &[&str] = &[
     "python3-numpy",
     "python3-pandas",
