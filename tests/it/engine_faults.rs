@@ -93,7 +93,11 @@ async fn execute(
 #[allow(clippy::print_stdout)] // the figures are the report
 async fn the_engine_stopping_under_load_fails_fast_and_recovery_needs_no_restart() {
     assert!(engine_answers(), "the engine must be up to begin with");
-    let s = Service::start(|c| c.sandbox.pool.size = 1).await;
+    let s = Service::start(|c| {
+        c.sandbox.pool.size = 1;
+        harness::without_data_pool(c);
+    })
+    .await;
     s.wait_pool(1).await;
     let _restart = Restart;
     let client = reqwest::Client::builder()

@@ -268,3 +268,12 @@ pub async fn containers_with_prefix(prefix: &str) -> Vec<String> {
         .map(|(id, _)| id)
         .collect()
 }
+
+/// Gives the built-in `data` profile no warm pool, for tests that count what remains of the
+/// default profile's pool after their load.
+pub fn without_data_pool(config: &mut Config) {
+    config.sandbox.profiles = vec![scriptgate::sandbox::profiles::ProfileConfig {
+        pool_size: Some(0),
+        ..scriptgate::sandbox::profiles::builtin_data()
+    }];
+}

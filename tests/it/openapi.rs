@@ -129,10 +129,7 @@ async fn schemathesis_finds_no_server_errors_or_contract_violations() {
         }];
         c.sandbox.pool.size = 1;
         // Only the default profile keeps warm containers: those are what must remain at the end.
-        c.sandbox.profiles = vec![scriptgate::sandbox::profiles::ProfileConfig {
-            pool_size: Some(0),
-            ..scriptgate::sandbox::profiles::builtin_data()
-        }];
+        harness::without_data_pool(c);
     })
     .await;
     let examples = std::env::var("SCRIPTGATE_FUZZ_EXAMPLES").unwrap_or_else(|_| "25".into());

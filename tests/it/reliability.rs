@@ -99,10 +99,7 @@ async fn mixed_load_beyond_capacity_is_all_answered_and_nothing_leaks() {
     // The load runs in the default profile: its warm pool is what must remain afterwards.
     let s = Service::start(|c| {
         c.sandbox.pool.size = 2;
-        c.sandbox.profiles = vec![scriptgate::sandbox::profiles::ProfileConfig {
-            pool_size: Some(0),
-            ..scriptgate::sandbox::profiles::builtin_data()
-        }];
+        harness::without_data_pool(c);
     })
     .await;
     let limits = scriptgate::config::ExecutionSettings::default();
