@@ -322,6 +322,53 @@ mod tests {
         );
     }
 
+    /// `policies/tests/expectations.yml`: what each built-in policy decides, including every file
+    /// operation real Python and Bash performed in the runner image.
+    #[test]
+    fn the_built_in_policies_decide_as_their_expectations_say() {
+        #[derive(serde::Deserialize)]
+        struct Expectations {
+            ordinary: Vec<String>,
+            policies:
+                std::collections::BTreeMap<String, std::collections::BTreeMap<String, Expected>>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Expected {
+            Proceeds(String),
+            Operations(Vec<String>),
+        }
+        let text = include_str!("../../policies/tests/expectations.yml");
+        let expectations: Expectations = serde_norway::from_str(text).expect("expectations parse");
+        let policies = Policies::load(&super::super::PolicySettings::default()).expect("built-ins");
+        let mut checked = 0;
+        for (name, decisions) in &expectations.policies {
+            let policy = &policies.get(name).expect("a built-in policy").policy;
+            for (decision, expected) in decisions {
+                let exact = [decision.as_str()];
+                let (operations, allowed): (&[String], &[&str]) = match expected {
+                    Expected::Proceeds(p) => {
+                        assert_eq!((decision.as_str(), p.as_str()), ("ordinary", "proceeds"));
+                        (&expectations.ordinary, &["allow", "log"])
+                    }
+                    Expected::Operations(ops) => (ops, &exact),
+                };
+                for op in operations {
+                    let query = Query::parse(op).unwrap_or_else(|e| panic!("{op}: {e}"));
+                    let answer = query.decide(policy, op);
+                    assert!(
+                        allowed.contains(&answer.decision),
+                        "{name}: {op} is {} by {:?}, expected {allowed:?}",
+                        answer.decision,
+                        answer.rule
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 2 * expectations.ordinary.len(), "{checked}");
+    }
+
     #[test]
     fn malformed_operations_are_usage_errors() {
         for bad in [
