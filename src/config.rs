@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::artifacts::ArtifactSettings;
 use crate::auth::{TokenSpec, token_list};
 use crate::domain::record::ApprovalMode;
+use crate::policy::PolicySettings;
 use crate::sandbox::docker::DockerConfig;
 use crate::validate::ValidationConfig;
 
@@ -44,6 +45,9 @@ pub struct Config {
     pub mcp: McpSettings,
     /// Files runs return (plots): retention and size caps.
     pub artifacts: ArtifactSettings,
+    /// Run-time policies: `policies_dir`, the deployment default, and what each agent token may
+    /// select (`[policy.agents.NAME]`).
+    pub policy: PolicySettings,
 }
 
 /// The MCP endpoint (`/mcp`) of the HTTP service.
@@ -82,6 +86,7 @@ impl Default for Config {
             sandbox: DockerConfig::default(),
             mcp: McpSettings::default(),
             artifacts: ArtifactSettings::default(),
+            policy: PolicySettings::default(),
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod gate;
 pub mod http;
 pub mod mcp;
 pub mod metrics;
+pub mod policy;
 pub mod rules;
 pub mod sandbox;
 pub mod store;
@@ -57,6 +58,8 @@ pub struct App {
     pub router: axum::Router,
     pub executions: Arc<Executions>,
     pub runner: Arc<dyn Runner>,
+    /// The run-time policies, compiled at start-up.
+    pub policies: Arc<policy::Policies>,
     /// Ends open MCP streams, so a graceful shutdown does not wait for them.
     pub mcp_shutdown: tokio_util::sync::CancellationToken,
 }
@@ -81,6 +84,11 @@ impl App {
                 "approval is required but no operator token is configured: nothing can be approved"
             );
         }
+        let policies = Arc::new(policy::Policies::start(
+            &config.policy,
+            &config.agent_tokens,
+            validator.rules(),
+        )?);
         // Installed before the first execution, so no count is lost.
         metrics::handle();
         let store = Store::open(&config.data_dir())?;
@@ -125,13 +133,18 @@ impl App {
             router,
             executions,
             runner,
+            policies,
             mcp_shutdown,
         })
     }
 
     /// The service with the Docker sandbox.
     pub async fn start(config: &Config) -> anyhow::Result<App> {
+        // Policies are checked before the rules compile and the engine is reached, so a malformed
+        // one stops start-up at once (`with_runner` loads them again: a millisecond).
+        let policies = policy::Policies::load(&config.policy)?;
         let validator = validator(config)?;
+        policies.check(&config.agent_tokens, validator.rules())?;
         let sandbox = DockerSandbox::start(config.sandbox.clone()).await?;
         App::with_runner(config, validator, Arc::new(sandbox)).await
     }

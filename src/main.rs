@@ -73,6 +73,14 @@ enum Command {
         #[arg(long, env = "SCRIPTGATE_CONFIG", global = true)]
         config: Option<PathBuf>,
     },
+    /// Run-time policies: list, show, validate files, and test what a policy decides.
+    Policy {
+        #[command(subcommand)]
+        command: scriptgate::policy::cli::PolicyCommand,
+        /// TOML configuration file (its `policy` section); `SCRIPTGATE_*` variables override it.
+        #[arg(long, env = "SCRIPTGATE_CONFIG", global = true)]
+        config: Option<PathBuf>,
+    },
     /// Validate script files; prints one JSON verdict per file. Exit 0 when all are valid, 1 when
     /// any is rejected, 2 on usage or read errors.
     Validate {
@@ -236,6 +244,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             files,
         } => validate_files(language.map(Language::from), rules, max_chars, &files),
         Command::Rules { rules } => list_rules(rules),
+        Command::Policy { command, config } => {
+            scriptgate::policy::cli::run(command, config.as_deref())
+        }
         Command::Openapi => {
             std::io::stdout()
                 .lock()

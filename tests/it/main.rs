@@ -13,6 +13,7 @@ mod harness;
 mod http_shape;
 mod mcp;
 mod openapi;
+mod policy_cli;
 mod pool;
 mod process;
 mod profiles;
