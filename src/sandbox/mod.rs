@@ -2,7 +2,10 @@
 //! and always removed. Validation is defence in depth; this is the boundary.
 //!
 //! [`Runner`] is the seam the rest of the service depends on; [`docker::DockerSandbox`] implements
-//! it against a real engine (and is the only code that talks to Docker).
+//! it against a real engine (and is the only code that talks to Docker). A run can carry a
+//! run-time policy ([`Lease::run_enforced`], [`Enforcement`]): the supervisor decides every exec,
+//! file operation and connect of the script, the outcome carries the events, and operations the
+//! policy holds for approval reach the caller as [`ApprovalAsk`]s.
 
 pub mod docker;
 mod output;
@@ -11,12 +14,15 @@ pub mod profiles;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use scriptgate_policy::events::Events;
 use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::domain::script::Language;
 pub use output::CappedText;
 pub use scriptgate_supervisor::Usage;
+pub use scriptgate_supervisor::enforcement::{ApprovalRequest, ApprovalVerdict, EnforceSummary};
 
 /// Container limits. Every one is configurable; the defaults are the service's contract.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +65,27 @@ pub struct RunSpec {
     pub script: String,
     pub stdin: String,
     pub timeout: Duration,
+}
+
+/// A run-time policy for one run ([`Lease::run_enforced`]).
+#[derive(Debug, Clone)]
+pub struct Enforcement {
+    /// The policy, as the supervisor receives it (it compiles it again).
+    pub policy: scriptgate_policy::WirePolicy,
+    /// Events kept per list in the outcome (the rest are counted as omitted).
+    pub event_cap: u32,
+    /// How long an operation held for approval waits before it fails.
+    pub approval_timeout: Duration,
+    /// Where held operations go; without a receiver every `approve` operation is denied at once.
+    pub approvals: Option<mpsc::Sender<ApprovalAsk>>,
+}
+
+/// An operation held in the sandbox until `answer` is sent (or dropped: denied). The run's
+/// deadline keeps running while it waits.
+#[derive(Debug)]
+pub struct ApprovalAsk {
+    pub request: ApprovalRequest,
+    pub answer: oneshot::Sender<ApprovalVerdict>,
 }
 
 /// One script to run, for one-step callers ([`RunnerExt::run`]).
@@ -106,6 +133,36 @@ pub struct RunOutcome {
     /// Files left out (over `limits.max_images` or `limits.max_image_bytes`).
     pub files_dropped: u32,
     pub provenance: Provenance,
+    /// What the script's processes did, as its run-time policy decided it (`None` for a run
+    /// without a policy).
+    pub events: Option<Events>,
+    /// How the policy was enforced (`None` without a policy or when the run ended early).
+    pub enforcement: Option<EnforceSummary>,
+}
+
+impl RunOutcome {
+    /// An outcome for a run that never started (`crashed` says why).
+    pub fn not_run(execution_id: Uuid, reason: String) -> RunOutcome {
+        RunOutcome {
+            execution_id,
+            container_id: String::new(),
+            exit_code: None,
+            signal: None,
+            stdout: CappedText::new(0),
+            stderr: CappedText::new(0),
+            timed_out: false,
+            oom_killed: false,
+            crashed: Some(reason),
+            usage: Usage::default(),
+            timings: Timings::default(),
+            warm: false,
+            files: Vec::new(),
+            files_dropped: 0,
+            provenance: Provenance::default(),
+            events: None,
+            enforcement: None,
+        }
+    }
 }
 
 /// A file a run returned, as its container sent it.
@@ -187,6 +244,19 @@ pub trait Lease: std::fmt::Debug + Send {
     fn warm(&self) -> bool;
     /// Runs the script; always yields an outcome (a dying sandbox is part of the outcome).
     fn run(self: Box<Self>, spec: RunSpec) -> BoxFuture<'static, RunOutcome>;
+    /// Runs the script under a run-time policy. A sandbox that cannot enforce it never runs the
+    /// script: the outcome says so in `crashed` (fail closed).
+    fn run_enforced(
+        self: Box<Self>,
+        spec: RunSpec,
+        enforcement: Enforcement,
+    ) -> BoxFuture<'static, RunOutcome> {
+        let id = self.execution_id();
+        drop((spec, enforcement));
+        Box::pin(async move {
+            RunOutcome::not_run(id, "this sandbox cannot enforce a run-time policy".into())
+        })
+    }
 }
 
 /// Runs scripts in isolated, one-use environments.

@@ -14,8 +14,13 @@
 //! supervisor → host   Exit {nonce, exit_code, usage}    after the script exited (or Error)
 //! ```
 //!
+//! A job with a run-time policy ([`Job::enforce`], see [`enforcement`]) adds `Events` and
+//! `ApprovalRequest` frames before `Exit`, and the host keeps stdin open for approval decisions.
+//!
 //! Additions keep older peers working: fields a host adds to [`Job`] are only sent when set, and
 //! [`Ready::supervisor_version`] is optional.
+
+pub mod enforcement;
 
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +47,10 @@ pub struct Job {
     /// predates it still accepts every job that does not ask for files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifacts: Option<ArtifactRequest>,
+    /// A run-time policy to enforce on every process of the run (only sent when set, and only to
+    /// a supervisor announcing [`enforcement::FEATURE_ENFORCE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforce: Option<enforcement::Enforce>,
 }
 
 /// Which files the supervisor returns in `Artifact` frames once the script has exited: regular
@@ -88,6 +97,10 @@ pub struct Ready {
     /// The supervisor's crate version (absent from supervisors that predate it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supervisor_version: Option<String>,
+    /// What this supervisor can do beyond a script run ([`enforcement::FEATURE_ENFORCE`]); empty
+    /// in older ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
 }
 
 /// Resource use of the run, measured inside the container (never from anything the script prints).
@@ -130,6 +143,10 @@ pub enum FrameKind {
     Exit = 4,
     Failure = 5,
     Artifact = 6,
+    /// An [`enforcement::EventBatch`] (only for a job with `enforce`).
+    Events = 20,
+    /// An [`enforcement::ApprovalRequest`] (only for a job with `enforce`).
+    ApprovalRequest = 21,
 }
 
 impl FrameKind {
@@ -141,6 +158,8 @@ impl FrameKind {
             4 => FrameKind::Exit,
             5 => FrameKind::Failure,
             6 => FrameKind::Artifact,
+            20 => FrameKind::Events,
+            21 => FrameKind::ApprovalRequest,
             _ => return None,
         })
     }
@@ -278,10 +297,12 @@ mod tests {
             stdin: String::new(),
             output_limit: 10,
             artifacts: None,
+            enforce: None,
         };
         let wire = encode_job(&job);
-        // A job without files is exactly what older supervisors accept.
+        // A job without files or a policy is exactly what older supervisors accept.
         assert!(!String::from_utf8_lossy(&wire).contains("artifacts"));
+        assert!(!String::from_utf8_lossy(&wire).contains("enforce"));
         let len = u32::from_be_bytes([wire[0], wire[1], wire[2], wire[3]]) as usize;
         assert_eq!(len, wire.len() - 4);
         let back: Job = serde_json::from_slice(&wire[4..]).expect("json");

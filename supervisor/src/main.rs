@@ -13,10 +13,14 @@
 //! `identity`).
 //! Before the interpreter starts it installs a seccomp filter of its own (see `filter`), stacked
 //! on the engine's profile, which the script inherits.
+//! A job with a run-time policy runs under the enforcement (see `enforce`): every exec, file
+//! operation and connect of the script's processes is decided in the supervisor and reported.
 //! The host still owns the deadline: it kills the whole container at timeout.
 
 mod artifacts;
 mod child;
+mod enforce;
+mod enforced;
 mod filter;
 mod identity;
 mod relay;
@@ -24,6 +28,7 @@ mod sys;
 mod usage;
 
 use std::io::{Read, Write};
+use std::sync::Arc;
 
 use scriptgate_supervisor::{
     Failure, FrameKind, Job, MAX_FRAME, PROTOCOL_VERSION, Ready, encode_frame,
@@ -46,13 +51,15 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     sys::make_undumpable()?;
     filter::install()?;
     let sigchld = sys::SignalFd::for_sigchld()?;
-    let mut launch = child::Launch::new(language, split)?;
+    let sink: child::SinkRef = Arc::new(enforced::HostSink);
+    let mut launch = child::Launch::new(language, split, &sink)?;
     launch.wait_preimport()?;
     let ready = Ready {
         version: PROTOCOL_VERSION,
         language: language.to_string(),
         script_uid: split.map(|s| s.script_uid),
         supervisor_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+        features: enforced::features(split),
     };
     emit(
         FrameKind::Ready,
@@ -68,13 +75,20 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
             job.version
         ));
     }
-    let running = launch.start(&job)?;
+    let (running, enforcement) = launch.start(&job, &sink)?;
+    if let (Some(e), Some(_)) = (&enforcement, &job.enforce) {
+        enforced::read_decisions(e.decisions());
+    }
     // The supervisor needs root only to start the interpreter as the script's uid. (Bash already
     // runs its script here; a uid of its own keeps even a root supervisor out of its reach.)
     if let Some(split) = split {
         split.become_supervisor()?;
     }
     let mut exit = relay::relay(running, &job, &sigchld)?;
+    // The last events (and the summary) go out before `Exit`.
+    if let Some(e) = enforcement {
+        e.finish();
+    }
     if let Some(request) = &job.artifacts {
         exit.artifacts_dropped = artifacts::send(request)?;
     }

@@ -120,6 +120,8 @@ impl Lease for FakeLease {
                 files: Vec::new(),
                 files_dropped: 0,
                 provenance: Default::default(),
+                events: None,
+                enforcement: None,
             }
         })
     }

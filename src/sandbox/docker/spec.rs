@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig, ResourcesUlimits};
 use uuid::Uuid;
 
+use scriptgate_supervisor::enforcement::ENFORCE_READY_ENV;
+
 use super::DockerConfig;
 use crate::domain::script::Language;
 use crate::sandbox::profiles::Profile;
@@ -68,7 +70,7 @@ pub fn separate_identities(config: &DockerConfig) -> bool {
 pub const SUPERVISOR_CAPS: [&str; 4] = ["SETUID", "SETGID", "SETPCAP", "KILL"];
 
 /// The container's whole environment (the service's own is never forwarded).
-fn environment(profile: &Profile) -> Vec<String> {
+fn environment(profile: &Profile, enforcement_ready: bool) -> Vec<String> {
     let mut env: Vec<String> = [
         "HOME=/tmp",
         "PATH=/usr/local/bin:/usr/bin:/bin",
@@ -88,6 +90,9 @@ fn environment(profile: &Profile) -> Vec<String> {
     if profile.plots {
         env.push("MPLBACKEND=Agg".into());
         env.push(format!("{PLOT_DIR_ENV}={PLOT_DIR}"));
+    }
+    if enforcement_ready {
+        env.push(format!("{ENFORCE_READY_ENV}=ready"));
     }
     env
 }
@@ -126,7 +131,7 @@ pub fn container(
         image: Some(profile.image(language).to_string()),
         cmd: Some(cmd),
         // The service's own environment is never forwarded.
-        env: Some(environment(profile)),
+        env: Some(environment(profile, config.enforcement_ready)),
         user: Some(if split {
             "0:0".into()
         } else {
