@@ -156,7 +156,7 @@ impl<'a> Cx<'a> {
         if self.log.wants_file() {
             self.log.push(events::file(kind, path, j), self.sink);
         } else {
-            self.log.push(events::file(kind, b"", j), self.sink);
+            self.log.omit_file();
         }
     }
 

@@ -61,6 +61,11 @@ impl EventLog {
         self.kept[1] < self.cap
     }
 
+    /// Counts a file event the cap leaves out (without building it).
+    pub(crate) fn omit_file(&mut self) {
+        self.omitted.file_operations += 1;
+    }
+
     /// Keeps `event` if its list has room, else counts it. Sends the batch when it is full.
     pub(crate) fn push(&mut self, event: Event, sink: &dyn Sink) {
         let list = Self::list(&event);

@@ -75,7 +75,11 @@ pub(crate) fn execve(
     } else {
         shown.join(" ")
     };
-    if j.decision != scriptgate_policy::Decision::Deny {
+    if matches!(
+        j.decision,
+        scriptgate_policy::Decision::Allow | scriptgate_policy::Decision::Log
+    ) {
+        // An approved one is remembered when it is approved.
         cx.counters.remember(line.clone());
     }
     cx.gate(

@@ -133,8 +133,10 @@ fn decide_existing(
     cx.record_file(event, &path, &j);
     let writes = ops.contains(&Operation::Write);
     if writes && (kind == libc::S_IFREG || kind == libc::S_IFDIR) && read_only_mount(&found.fd) {
-        // The kernel's answer, whatever the policy says: the mount is read-only.
-        return cx.refused_by_kernel(event, &path, &j, libc::EROFS);
+        // The kernel's answer, whatever the policy says: the mount is read-only (or, first, the
+        // file's permissions refuse the write, as the kernel checks them before the mount).
+        let errno = access_errno(&found.fd, libc::W_OK).unwrap_or(libc::EROFS);
+        return cx.refused_by_kernel(event, &path, &j, errno);
     }
     let fifo_waits = kind == libc::S_IFIFO
         && flags & libc::O_NONBLOCK == 0
@@ -151,6 +153,21 @@ fn decide_existing(
         Box::new(move || reopen(&found.fd, flags, cloexec))
     };
     cx.gate_file(event, &path, j, perform)
+}
+
+/// What `access(mode)` says of the file `fd` holds, as the caller (`None`: allowed).
+fn access_errno(fd: &OwnedFd, mode: i32) -> Option<i32> {
+    // SAFETY: a valid descriptor and an empty path with AT_EMPTY_PATH.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_faccessat2,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            mode,
+            libc::AT_EMPTY_PATH | libc::AT_EACCESS,
+        )
+    };
+    (r < 0).then(|| Errno::last().0)
 }
 
 fn reopen(found: &OwnedFd, flags: i32, cloexec: bool) -> Reply {

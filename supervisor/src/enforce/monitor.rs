@@ -351,6 +351,9 @@ impl Monitor {
             };
             match d.verdict {
                 ApprovalVerdict::Approved => {
+                    if p.kind == OperationType::Exec {
+                        self.counters.remember(p.target.clone());
+                    }
                     let reply = (p.perform)();
                     self.answer(p.notification, reply);
                 }

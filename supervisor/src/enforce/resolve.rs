@@ -245,27 +245,31 @@ fn tidy(path: &[u8]) -> Vec<u8> {
 
 /// `/proc/self`, `/proc/thread-self`, `/dev/fd`, `/dev/std*` as the caller's own entries.
 fn rewrite_self(task: &Task, path: &[u8]) -> Vec<u8> {
-    let replace = |prefix: &[u8], with: String| -> Option<Vec<u8>> {
-        let rest = path.strip_prefix(prefix)?;
-        (rest.is_empty() || rest[0] == b'/').then(|| {
-            let mut out = with.into_bytes();
-            out.extend_from_slice(rest);
-            out
-        })
-    };
-    let tgid = || task.tgid();
-    replace(b"/proc/self", format!("/proc/{}", tgid()))
-        .or_else(|| {
-            replace(
-                b"/proc/thread-self",
-                format!("/proc/{}/task/{}", tgid(), task.tid),
-            )
-        })
-        .or_else(|| replace(b"/dev/fd", format!("/proc/{}/fd", tgid())))
-        .or_else(|| replace(b"/dev/stdin", format!("/proc/{}/fd/0", tgid())))
-        .or_else(|| replace(b"/dev/stdout", format!("/proc/{}/fd/1", tgid())))
-        .or_else(|| replace(b"/dev/stderr", format!("/proc/{}/fd/2", tgid())))
-        .unwrap_or_else(|| path.to_vec())
+    // Which entry, then its replacement: only a match reads the caller's tgid from /proc.
+    const NAMES: [(&[u8], &str); 6] = [
+        (b"/proc/self", ""),
+        (b"/proc/thread-self", "task"),
+        (b"/dev/fd", "/fd"),
+        (b"/dev/stdin", "/fd/0"),
+        (b"/dev/stdout", "/fd/1"),
+        (b"/dev/stderr", "/fd/2"),
+    ];
+    for (prefix, tail) in NAMES {
+        let Some(rest) = path.strip_prefix(prefix) else {
+            continue;
+        };
+        if !rest.is_empty() && rest[0] != b'/' {
+            continue;
+        }
+        let mut out = match tail {
+            "task" => format!("/proc/{}/task/{}", task.tgid(), task.tid),
+            _ => format!("/proc/{}{tail}", task.tgid()),
+        }
+        .into_bytes();
+        out.extend_from_slice(rest);
+        return out;
+    }
+    path.to_vec()
 }
 
 /// The pid of `/proc/<pid>` at the start of `path`, if it starts so.
