@@ -121,14 +121,14 @@ impl Launch {
                 let ready = std::env::var(ENFORCE_READY_ENV).is_ok_and(|v| v == "ready")
                     && split.is_none()
                     && enforce::available();
-                let standby = if ready {
-                    Some(
-                        enforce::prepare(Start::Standby, sink.clone())
-                            .map_err(|e| e.to_string())?,
-                    )
-                } else {
-                    None
-                };
+                // If it cannot be prepared, the interpreter starts without it: a job with a policy
+                // then starts another under the filter (or is refused), never runs without one.
+                let standby = ready
+                    .then(|| enforce::prepare(Start::Standby, sink.clone()))
+                    .and_then(|r| {
+                        r.map_err(|e| eprintln!("scriptgate-supervisor: no policy standby: {e}"))
+                            .ok()
+                    });
                 let (child, enforcement) = standby.unzip();
                 let running = spawn_python(split, child)?;
                 Ok(Launch::Python(Some(running), enforcement))
