@@ -8,7 +8,7 @@
 //! - 100,000 `open`+`close` of one file (the script times its own loop: the per-operation cost).
 //!
 //! Run: `cargo bench --bench runtime_policy` after `scriptgate images build` (the image is
-//! `SCRIPTGATE_TEST_RUNNER_IMAGE` when set). Figures are printed, never asserted: the machine is
+//! `TEST_RUNNER_IMAGE` when set). Figures are printed, never asserted: the machine is
 //! shared and noisy.
 
 #![allow(clippy::print_stdout)] // printing the figures is what this file is for
@@ -117,7 +117,7 @@ fn print_row(name: &str, times: Vec<Vec<f64>>) {
 
 #[tokio::main]
 async fn main() {
-    let image = std::env::var("SCRIPTGATE_TEST_RUNNER_IMAGE").unwrap_or(DEFAULT_IMAGE.into());
+    let image = std::env::var("TEST_RUNNER_IMAGE").unwrap_or(DEFAULT_IMAGE.into());
     let config = |ready: bool| {
         let mut c = DockerConfig {
             instance: format!("bench-policy-{}-{ready}", std::process::id()),

@@ -11,6 +11,20 @@ use scriptgate::sandbox::docker::{DockerConfig, DockerSandbox};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+/// The runner image under test: `TEST_RUNNER_IMAGE` (a tag built from this checkout's
+/// supervisor, immune to concurrent rebuilds of `latest`), else the default. (Not `SCRIPTGATE_…`:
+/// services the tests start would read it as a configuration key.)
+pub fn runner_image() -> Option<String> {
+    std::env::var("TEST_RUNNER_IMAGE").ok()
+}
+
+fn use_runner_image(config: &mut DockerConfig) {
+    if let Some(image) = runner_image() {
+        config.python_image = image.clone();
+        config.bash_image = image;
+    }
+}
+
 /// A unique instance label, so tests sharing one engine never see (or reap) each other's containers.
 pub fn instance() -> String {
     format!("test-{}", uuid::Uuid::new_v4().simple())
@@ -78,6 +92,7 @@ impl Service {
         config.sandbox.instance = instance();
         config.sandbox.pool.size = 0;
         config.data_dir = Some(tempfile::tempdir().expect("data dir").keep());
+        use_runner_image(&mut config.sandbox);
         tweak(&mut config);
         let instance = config.sandbox.instance.clone();
         let data_dir = config.data_dir();
@@ -202,6 +217,7 @@ pub async fn sandbox(tweak: impl FnOnce(&mut DockerConfig)) -> DockerSandbox {
         ..DockerConfig::default()
     };
     config.pool.size = 0;
+    use_runner_image(&mut config);
     tweak(&mut config);
     DockerSandbox::start(config).await.expect("sandbox starts")
 }

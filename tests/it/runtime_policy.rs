@@ -5,7 +5,7 @@
 //! thread, a symlink flipped in /tmp, a hundred processes waiting for approval at once, a million
 //! opens.
 //!
-//! The image is `SCRIPTGATE_TEST_RUNNER_IMAGE` when set (a tag of the image built from this
+//! The image is `TEST_RUNNER_IMAGE` when set (a tag of the image built from this
 //! checkout's supervisor, so concurrent rebuilds of `latest` elsewhere cannot interfere), else
 //! the default runner image.
 
@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 use crate::harness;
 
 fn image() -> String {
-    std::env::var("SCRIPTGATE_TEST_RUNNER_IMAGE").unwrap_or_else(|_| DEFAULT_IMAGE.to_string())
+    harness::runner_image().unwrap_or_else(|| DEFAULT_IMAGE.to_string())
 }
 
 /// A sandbox on the test image, Python started ready for a policy unless `ready` is false.
@@ -55,6 +55,8 @@ enum Answer {
     Never,
     /// Holds every request until `n` wait at once, then approves them all.
     ApproveAfter(usize),
+    /// Approves each request after this long.
+    ApproveLater(Duration),
 }
 
 /// An approver task; it returns the requests it saw once the run has ended.
@@ -78,6 +80,12 @@ fn approver(
                     let _ = ask.answer.send(ApprovalVerdict::Denied);
                 }
                 Answer::Never => held.push(ask.answer),
+                Answer::ApproveLater(after) => {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(after).await;
+                        let _ = ask.answer.send(ApprovalVerdict::Approved);
+                    });
+                }
                 Answer::ApproveAfter(n) => {
                     held.push(ask.answer);
                     if held.len() >= n {
@@ -198,6 +206,8 @@ r["write"] = attempt(write)
 r["create"] = attempt(create)
 r["delete"] = attempt(lambda: os.unlink("/tmp/t/delete.txt"))
 r["connect"] = attempt(connect)
+# A refused write must not have truncated the file (O_TRUNC happens only in the real open).
+r["write_kept"] = open("/tmp/t/write.txt").read()
 print(json.dumps(r))
 "#;
 
@@ -227,9 +237,9 @@ async fn decision_matrix(decision: &str, answer: Answer) {
     );
     let seen = stdout_json(&outcome);
     let expected = if proceeds {
-        serde_json::json!({"exec": 0, "read": 0, "write": 0, "create": 0, "delete": 0, "connect": ECONNREFUSED})
+        serde_json::json!({"exec": 0, "read": 0, "write": 0, "create": 0, "delete": 0, "connect": ECONNREFUSED, "write_kept": "new"})
     } else {
-        serde_json::json!({"exec": EACCES, "read": EACCES, "write": EACCES, "create": EACCES, "delete": EACCES, "connect": EACCES})
+        serde_json::json!({"exec": EACCES, "read": EACCES, "write": EACCES, "create": EACCES, "delete": EACCES, "connect": EACCES, "write_kept": "old"})
     };
     assert_eq!(seen, expected, "{decision} / {answer:?}");
     let wanted: Decision =
@@ -522,6 +532,212 @@ print(json.dumps({"rows": rows, "listing": listing, "bin": "bin" in ls, "existin
             ("/etc/new-file", Some(30), Decision::Deny)
         ]
     );
+}
+
+/// Everything the supervisor performs for a process (opens relative to a `dirfd` or the working
+/// directory, `/dev/fd/N`, `/proc/self`, the umask, `O_CLOEXEC`, `O_TRUNC`, `O_TMPFILE`, a
+/// dangling symlink with `O_CREAT`, FIFOs, renames, links, stats, errors…) answers exactly as the
+/// kernel does: a battery of file operations prints the same under an allow-all policy as without
+/// one.
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_performed_by_the_supervisor_answer_as_the_kernel_does() {
+    let script = r#"
+import ctypes, fcntl, json, os, stat, tempfile, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+out = {}
+def rec(name, fn):
+    try:
+        out[name] = fn()
+    except OSError as e:
+        out[name] = "errno %d" % e.errno
+os.umask(0o027)
+os.makedirs("/tmp/s/d", exist_ok=True)
+d = os.open("/tmp/s", os.O_RDONLY | os.O_DIRECTORY)
+def openat_rel():
+    os.close(os.open("d/../f1", os.O_CREAT | os.O_WRONLY, 0o666, dir_fd=d))
+    return oct(os.stat("/tmp/s/f1").st_mode & 0o777)
+rec("openat-relative-and-umask", openat_rel)
+rec("mkdir-umask", lambda: (os.mkdir("/tmp/s/m", 0o777), oct(os.stat("/tmp/s/m").st_mode & 0o777))[1])
+def cloexec(flags):
+    fd = libc.open(b"/tmp/s/f1", flags)
+    r = fcntl.fcntl(fd, fcntl.F_GETFD)
+    os.close(fd)
+    return r
+rec("o-cloexec", lambda: cloexec(os.O_RDONLY | os.O_CLOEXEC))
+rec("no-cloexec", lambda: cloexec(os.O_RDONLY))
+def trunc():
+    with open("/tmp/s/f1", "w") as f:
+        f.write("hello")
+    os.close(os.open("/tmp/s/f1", os.O_WRONLY | os.O_TRUNC))
+    return os.path.getsize("/tmp/s/f1")
+rec("o-trunc", trunc)
+def append():
+    with open("/tmp/s/f1", "a") as f:
+        f.write("ab")
+    with open("/tmp/s/f1", "a") as f:
+        f.write("cd")
+    return open("/tmp/s/f1").read()
+rec("o-append", append)
+def devfd():
+    r, w = os.pipe()
+    os.write(w, b"pipe!")
+    fd = os.open(f"/dev/fd/{r}", os.O_RDONLY)
+    return os.read(fd, 10).decode()
+rec("dev-fd", devfd)
+rec("proc-self", lambda: open("/proc/self/status").read().split("\n")[0])
+rec("proc-self-fd", lambda: os.path.exists(f"/proc/self/fd/{d}"))
+def tmpfile():
+    with tempfile.TemporaryFile(dir="/tmp/s") as f:
+        f.write(b"x")
+        f.seek(0)
+        return f.read().decode()
+rec("o-tmpfile", tmpfile)
+def dangling():
+    os.symlink("/tmp/s/target", "/tmp/s/dl")
+    with open("/tmp/s/dl", "w") as f:
+        f.write("t")
+    return open("/tmp/s/target").read()
+rec("o-creat-dangling-symlink", dangling)
+rec("rename", lambda: (os.rename("/tmp/s/f1", "/tmp/s/f2"), os.path.exists("/tmp/s/f2"))[1])
+rec("link", lambda: (os.link("/tmp/s/f2", "/tmp/s/f3"), os.stat("/tmp/s/f3").st_nlink)[1])
+rec("symlink-readlink", lambda: (os.symlink("f2", "/tmp/s/sl"), os.readlink("/tmp/s/sl"))[1])
+rec("readlink-proc-exe", lambda: os.readlink("/proc/self/exe"))
+rec("stat", lambda: [os.stat("/etc/hostname")[i] for i in (0, 3, 6)] + [os.stat("/tmp").st_uid == 0])
+rec("lstat", lambda: stat.S_ISLNK(os.lstat("/tmp/s/sl").st_mode))
+rec("fstat", lambda: os.fstat(d).st_mode == os.stat("/tmp/s").st_mode)
+rec("access", lambda: [os.access("/etc/passwd", os.R_OK), os.access("/etc/passwd", os.W_OK), os.access("/nonexistent", os.F_OK)])
+rec("chmod", lambda: (os.chmod("/tmp/s/f2", 0o600), oct(os.stat("/tmp/s/f2").st_mode & 0o777))[1])
+def truncate():
+    with open("/tmp/s/f2", "w") as f:
+        f.write("12345")
+    os.truncate("/tmp/s/f2", 2)
+    return os.path.getsize("/tmp/s/f2")
+rec("truncate", truncate)
+rec("unlink-dir", lambda: os.unlink("/tmp/s/d"))
+rec("rmdir-not-empty", lambda: os.rmdir("/tmp/s"))
+rec("mkdir-exists", lambda: os.mkdir("/tmp/s/d"))
+rec("open-missing", lambda: open("/nonexistent/x"))
+rec("open-dir-for-writing", lambda: os.open("/tmp", os.O_WRONLY))
+rec("o-excl-exists", lambda: os.open("/tmp/s/f2", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+rec("o-nofollow-symlink", lambda: os.open("/tmp/s/sl", os.O_RDONLY | os.O_NOFOLLOW))
+rec("create-in-read-only-root", lambda: open("/usr/new", "w"))
+def fifo():
+    os.mkfifo("/tmp/s/fifo")
+    def writer():
+        time.sleep(0.2)
+        with open("/tmp/s/fifo", "w") as f:
+            f.write("fifo!")
+    t = threading.Thread(target=writer)
+    t.start()
+    with open("/tmp/s/fifo") as f:
+        data = f.read()
+    t.join()
+    return data
+rec("fifo-waits-for-its-writer", fifo)
+os.chdir("/tmp/s")
+rec("cwd-relative", lambda: open("f3").read())
+rec("listdir", lambda: sorted(os.listdir("/tmp/s")))
+print(json.dumps(out, sort_keys=True))
+"#;
+    let allow_all = wire(
+        r#"
+version: 1
+name: allow-all
+file_rules:
+  - {name: all, paths: ["/**"], operations: ["*"], decision: allow}
+command_rules:
+  - {name: any-program, commands: ["*"], decision: allow}
+"#,
+    );
+    let sandbox = sandbox(true, 100).await;
+    let enforced = run(
+        &sandbox,
+        Language::Python,
+        script,
+        allow_all,
+        None,
+        Duration::from_secs(60),
+    )
+    .await;
+    let lease = sandbox
+        .acquire(Language::Python, None)
+        .await
+        .expect("lease");
+    let plain = lease
+        .run(RunSpec {
+            script: script.into(),
+            stdin: String::new(),
+            timeout: Duration::from_secs(60),
+        })
+        .await;
+    sandbox.shutdown().await;
+    let (e, p) = (stdout_json(&enforced), stdout_json(&plain));
+    assert_eq!(p["openat-relative-and-umask"], "0o640", "{p}");
+    assert_eq!(p["fifo-waits-for-its-writer"], "fifo!", "{p}");
+    let keys: Vec<&String> = p.as_object().expect("object").keys().collect();
+    for key in keys {
+        assert_eq!(
+            e[key], p[key],
+            "{key}: enforced {} / plain {}",
+            e[key], p[key]
+        );
+    }
+    assert!(enforced.enforcement.is_some_and(|s| s.decided > 40));
+}
+
+/// A held call is not restarted by a signal (`WAIT_KILLABLE_RECV`): the handler runs after the
+/// answer, and the host is asked once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signal_does_not_restart_a_held_call() {
+    let script = r#"
+import json, signal, time
+ticks = []
+signal.signal(signal.SIGALRM, lambda *_: ticks.append(time.monotonic()))
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+started = time.monotonic()
+data = open("/etc/hostname").read()
+ended = time.monotonic()
+print(json.dumps({"read": bool(data), "ticks": len(ticks), "handler_after_answer": bool(ticks) and ticks[0] >= ended - 0.05, "waited": ended - started > 1.0}))
+"#;
+    let policy = wire(
+        r#"
+version: 1
+name: held-read
+file_rules:
+  - {name: held, paths: [/etc/hostname], operations: [read], decision: approve}
+  - {name: all, paths: ["/**"], operations: ["*"], decision: allow}
+command_rules:
+  - {name: any-program, commands: ["*"], decision: allow}
+"#,
+    );
+    let sandbox = sandbox(true, 100).await;
+    let (tx, asked) = approver(Answer::ApproveLater(Duration::from_millis(1200)));
+    let lease = sandbox
+        .acquire(Language::Python, None)
+        .await
+        .expect("lease");
+    let outcome = lease
+        .run_enforced(
+            RunSpec {
+                script: script.into(),
+                stdin: String::new(),
+                timeout: Duration::from_secs(30),
+            },
+            Enforcement {
+                policy,
+                event_cap: 1000,
+                approval_timeout: Duration::from_secs(10),
+                approvals: Some(tx),
+            },
+        )
+        .await;
+    let requests = asked.await.expect("approver");
+    sandbox.shutdown().await;
+    assert_eq!(
+        stdout_json(&outcome),
+        serde_json::json!({"read": true, "ticks": 1, "handler_after_answer": true, "waited": true})
+    );
+    assert_eq!(requests.len(), 1, "{requests:?}");
 }
 
 /// Without an interpreter started ready for a policy, a run with one starts its interpreter again
