@@ -9,7 +9,7 @@ use scriptgate_policy::{CompiledPolicy, Decision, Operation};
 use super::events::{self, EventLog, Judgement, Sink};
 use super::memory::Memory;
 use super::notify::{Errno, Listener, Notification, Reply, SysResult};
-use super::resolve::{self, Task};
+use super::procfs::{self, Task};
 
 /// What to do once an operation may proceed.
 pub(crate) type Perform = Box<dyn FnOnce() -> Reply + Send>;
@@ -126,7 +126,7 @@ impl<'a> Cx<'a> {
 
     /// A path as policies see it (the caller's `/proc` entries named `self`).
     pub(crate) fn policy_path(&self, path: &[u8]) -> Vec<u8> {
-        resolve::for_policy(&self.task, path)
+        procfs::for_policy(&self.task, path)
     }
 
     /// The stricter decision of `ops` on `path`.

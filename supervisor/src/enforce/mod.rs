@@ -97,6 +97,7 @@ mod monitor;
 mod net;
 mod notify;
 mod paths;
+mod procfs;
 mod resolve;
 mod stat;
 
