@@ -13,6 +13,7 @@ use crate::artifacts::ArtifactSettings;
 use crate::auth::{TokenSpec, token_list};
 use crate::domain::record::ApprovalMode;
 use crate::sandbox::docker::DockerConfig;
+use crate::sandbox::egress::EgressSettings;
 use crate::validate::ValidationConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +45,8 @@ pub struct Config {
     pub mcp: McpSettings,
     /// Files runs return (plots): retention and size caps.
     pub artifacts: ArtifactSettings,
+    /// The egress proxy of sandboxes that opt in to network access.
+    pub egress: EgressSettings,
 }
 
 /// The MCP endpoint (`/mcp`) of the HTTP service.
@@ -82,6 +85,7 @@ impl Default for Config {
             sandbox: DockerConfig::default(),
             mcp: McpSettings::default(),
             artifacts: ArtifactSettings::default(),
+            egress: EgressSettings::default(),
         }
     }
 }
@@ -239,6 +243,9 @@ impl Config {
         self.sandbox
             .resolved_profiles()
             .map_err(ConfigError::Invalid)?;
+        self.egress
+            .check()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         if self.sandbox.instance.is_empty()
             || !self
                 .sandbox
