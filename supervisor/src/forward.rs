@@ -19,6 +19,10 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
 
+use pipe::Pipe;
+
+mod pipe;
+
 /// The port proxy-aware clients are pointed at.
 pub const PROXY_PORT: u16 = 3128;
 
@@ -34,9 +38,6 @@ pub const HEALTH_PATH: &str = "/.well-known/scriptgate/egress/health";
 
 /// Connections spliced at once; more are answered `503` and closed.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
-
-/// Bytes buffered per direction of a connection.
-const BUFFER: usize = 64 * 1024;
 
 /// The socket's path inside the container.
 pub fn container_socket() -> PathBuf {
@@ -215,82 +216,6 @@ fn poll(fds: &mut [libc::pollfd]) -> io::Result<()> {
     }
 }
 
-/// Bytes read from one side and not yet written to the other.
-#[derive(Debug)]
-struct Pipe {
-    buf: Box<[u8]>,
-    start: usize,
-    end: usize,
-    /// The source reached end of file.
-    eof: bool,
-    /// The end of file was passed on (the destination's write side is shut).
-    shut: bool,
-}
-
-fn would_block(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock
-}
-
-impl Pipe {
-    fn new() -> Pipe {
-        Pipe {
-            buf: vec![0; BUFFER].into_boxed_slice(),
-            start: 0,
-            end: 0,
-            eof: false,
-            shut: false,
-        }
-    }
-
-    fn has_data(&self) -> bool {
-        self.start < self.end
-    }
-
-    fn has_room(&self) -> bool {
-        !self.eof && self.end < self.buf.len()
-    }
-
-    fn fill(&mut self, mut src: impl Read) -> io::Result<()> {
-        while self.has_room() {
-            match src.read(&mut self.buf[self.end..]) {
-                Ok(0) => self.eof = true,
-                Ok(n) => self.end += n,
-                Err(e) if would_block(&e) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes what it holds to `dst`; once the source ended and all is written, shuts `dst`'s
-    /// write side (so a half-close travels through).
-    fn drain(
-        &mut self,
-        mut dst: impl Write,
-        shut: impl FnOnce() -> io::Result<()>,
-    ) -> io::Result<()> {
-        while self.has_data() {
-            match dst.write(&self.buf[self.start..self.end]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.start += n,
-                Err(e) if would_block(&e) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if !self.has_data() {
-            self.start = 0;
-            self.end = 0;
-            if self.eof && !self.shut {
-                self.shut = true;
-                shut()?;
-            }
-        }
-        Ok(())
-    }
-}
-
 /// One client connection and its connection to the proxy.
 #[derive(Debug)]
 struct Conn {
@@ -330,7 +255,9 @@ impl Conn {
         // A side that hung up entirely can take nothing more: once everything it sent has been
         // passed on, the connection is over (instead of polling its hang-up forever).
         let hup = libc::POLLHUP | libc::POLLERR;
-        if (tcp_events & hup != 0 && self.up.shut) || (uds_events & hup != 0 && self.down.shut) {
+        if (tcp_events & hup != 0 && self.up.is_shut())
+            || (uds_events & hup != 0 && self.down.is_shut())
+        {
             self.failed = true;
         }
     }
@@ -344,7 +271,7 @@ impl Conn {
     }
 
     fn finished(&self) -> bool {
-        self.failed || (self.up.shut && self.down.shut)
+        self.failed || (self.up.is_shut() && self.down.is_shut())
     }
 }
 
