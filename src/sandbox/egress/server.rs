@@ -125,9 +125,7 @@ impl EgressProxy {
         if shared.registry().contains_key(&id) {
             return Err(EgressError::AlreadyOpen(options.id));
         }
-        let dir = shared
-            .dir
-            .join(&uuid::Uuid::new_v4().simple().to_string()[..16]);
+        let dir = shared.dir.join(sandbox_dir_name());
         let socket = dir.join(SOCKET_NAME);
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(EgressError::SocketPathTooLong {
@@ -177,6 +175,16 @@ impl EgressProxy {
     }
 }
 
+/// The name of a sandbox's directory: 16 lower-case hex digits.
+fn sandbox_dir_name() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..16].to_string()
+}
+
+fn is_sandbox_dir_name(name: &std::ffi::OsStr) -> bool {
+    name.to_str()
+        .is_some_and(|n| n.len() == 16 && n.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
 async fn prepare_dir(dir: &Path) -> Result<(), EgressError> {
     tokio::fs::create_dir_all(dir)
         .await
@@ -188,14 +196,15 @@ async fn prepare_dir(dir: &Path) -> Result<(), EgressError> {
     let mut entries = tokio::fs::read_dir(dir)
         .await
         .map_err(io_error("read", dir))?;
+    // Only what an earlier instance made is removed: a misconfigured socket_dir that holds other
+    // files loses none of them.
     while let Some(entry) = entries.next_entry().await.map_err(io_error("read", dir))? {
         let path = entry.path();
-        let removed = if path.is_dir() {
-            tokio::fs::remove_dir_all(&path).await
-        } else {
-            tokio::fs::remove_file(&path).await
-        };
-        removed.map_err(io_error("remove the leftover", &path))?;
+        if path.is_dir() && is_sandbox_dir_name(&entry.file_name()) {
+            tokio::fs::remove_dir_all(&path)
+                .await
+                .map_err(io_error("remove the leftover", &path))?;
+        }
     }
     Ok(())
 }
@@ -263,6 +272,11 @@ impl<S> Prefixed<S> {
             first: Some(first),
             inner,
         }
+    }
+
+    /// The byte not read yet (if any) and the stream.
+    pub(crate) fn into_parts(self) -> (Option<u8>, S) {
+        (self.first, self.inner)
     }
 }
 
@@ -430,5 +444,42 @@ pub(crate) async fn health_request(socket: &Path) -> io::Result<()> {
             "unexpected answer {:?}",
             String::from_utf8_lossy(&head)
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn start_up_removes_only_what_an_earlier_instance_left() {
+        let dir = tempfile::tempdir().expect("dir");
+        let leftover = dir.path().join(sandbox_dir_name());
+        std::fs::create_dir(&leftover).expect("leftover");
+        std::fs::write(leftover.join(SOCKET_NAME), b"").expect("stale socket");
+        let foreign = dir.path().join("scriptgate.db");
+        std::fs::write(&foreign, b"data").expect("foreign file");
+        let foreign_dir = dir.path().join("artifacts");
+        std::fs::create_dir(&foreign_dir).expect("foreign dir");
+        EgressProxy::start(&EgressSettings::default(), dir.path())
+            .await
+            .expect("starts");
+        assert!(!leftover.exists());
+        assert!(foreign.exists() && foreign_dir.exists());
+    }
+
+    #[test]
+    fn sandbox_directories_have_recognisable_names() {
+        assert!(is_sandbox_dir_name(std::ffi::OsStr::new(
+            &sandbox_dir_name()
+        )));
+        for other in [
+            "egress",
+            "0123456789abcdeg",
+            "0123456789ABCDEF",
+            "0123456789abcdef0",
+        ] {
+            assert!(!is_sandbox_dir_name(std::ffi::OsStr::new(other)), "{other}");
+        }
     }
 }
