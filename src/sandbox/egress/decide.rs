@@ -48,8 +48,20 @@ pub(crate) struct Denial {
 /// A connection to a checked address, with the record that reports it.
 #[derive(Debug)]
 pub(crate) struct Upstream {
-    pub(crate) stream: Metered<TcpStream>,
+    pub(crate) stream: TcpStream,
     pub(crate) record: ConnRecord,
+}
+
+impl Upstream {
+    /// The stream wrapped to count and limit its bytes (for relays that read through it).
+    pub(crate) fn metered(self) -> (Metered<TcpStream>, ConnRecord) {
+        let stream = Metered::new(
+            self.stream,
+            self.record.ctx.budget.clone(),
+            self.record.stats.clone(),
+        );
+        (stream, self.record)
+    }
 }
 
 impl SandboxCtx {
@@ -398,12 +410,10 @@ async fn dial(
                 // Latency over batching: requests and TLS records are forwarded as they come.
                 let _ = stream.set_nodelay(true);
                 event.remote = Some(address);
-                let stats = Arc::new(ConnStats::default());
-                let stream = Metered::new(stream, ctx.budget.clone(), stats.clone());
                 let record = ConnRecord {
                     ctx: ctx.clone(),
                     event: Some(event),
-                    stats,
+                    stats: Arc::new(ConnStats::default()),
                     started,
                     _permit: permit,
                 };

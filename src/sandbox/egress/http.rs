@@ -14,17 +14,16 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::UnixStream;
 
 use super::HEALTH_PATH;
 use super::decide::{self, Denial, SandboxCtx, Upstream};
 use super::events::{Cause, Protocol};
 use super::names::Host;
+use super::server::Prefixed;
+use super::tunnel;
 
 type ProxyBody = BoxBody<Bytes, hyper::Error>;
-
-/// Buffer of each direction of a tunnel.
-const TUNNEL_BUFFER: usize = 64 * 1024;
 
 /// Headers that belong to one hop and are never forwarded (RFC 9110 section 7.6.1).
 const HOP_BY_HOP: [&str; 9] = [
@@ -39,11 +38,11 @@ const HOP_BY_HOP: [&str; 9] = [
     "upgrade",
 ];
 
+/// The client side of a connection as the server reads it.
+type ClientIo = TokioIo<Prefixed<UnixStream>>;
+
 /// Serves one client connection until it closes.
-pub(crate) async fn serve<IO>(ctx: Arc<SandboxCtx>, io: IO)
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+pub(crate) async fn serve(ctx: Arc<SandboxCtx>, io: Prefixed<UnixStream>) {
     let handshake = ctx.proxy.compiled.timeouts.handshake;
     let service_ctx = ctx.clone();
     let service = service_fn(move |req| {
@@ -198,7 +197,7 @@ async fn forward(
     mut req: Request<Incoming>,
     authority: &http::uri::Authority,
 ) -> Response<ProxyBody> {
-    let Upstream { stream, record } = upstream;
+    let (stream, record) = upstream.metered();
     let ctx = record.ctx().clone();
     let stats = record.stats().clone();
     let (mut sender, connection) =
@@ -270,23 +269,41 @@ async fn tunnel(ctx: Arc<SandboxCtx>, req: Request<Incoming>) -> Response<ProxyB
         Err(denial) => return refused(&denial),
     };
     ctx.spawn(async move {
-        let Upstream { mut stream, record } = upstream;
-        match hyper::upgrade::on(req).await {
-            Ok(upgraded) => {
-                let mut client = TokioIo::new(upgraded);
-                let copied = tokio::io::copy_bidirectional_with_sizes(
-                    &mut client,
-                    &mut stream,
-                    TUNNEL_BUFFER,
-                    TUNNEL_BUFFER,
-                )
-                .await;
-                record.finish(copied.err().map(|e| e.to_string()));
-            }
-            Err(e) => record.finish(Some(format!("the client left before the tunnel: {e}"))),
-        }
+        let relayed = match hyper::upgrade::on(req).await {
+            Ok(upgraded) => relay(upgraded, upstream.stream, &upstream.record).await,
+            Err(e) => Err(std::io::Error::other(format!(
+                "the client left before the tunnel: {e}"
+            ))),
+        };
+        upstream.record.finish(relayed.err().map(|e| e.to_string()));
     });
     Response::new(Empty::new().map_err(|never| match never {}).boxed())
+}
+
+/// Relays the upgraded client connection: the socket itself (spliced, with any bytes the client
+/// sent early going first) when it is what the server served, a metered copy otherwise.
+async fn relay(
+    upgraded: hyper::upgrade::Upgraded,
+    upstream: tokio::net::TcpStream,
+    record: &decide::ConnRecord,
+) -> std::io::Result<()> {
+    let budget = record.ctx().budget.clone();
+    let stats = record.stats().clone();
+    match upgraded.downcast::<ClientIo>() {
+        Ok(parts) => {
+            let (first, client) = parts.io.into_inner().into_parts();
+            let mut early: Vec<u8> = first.into_iter().collect();
+            early.extend_from_slice(&parts.read_buf);
+            tunnel::run(client, upstream, &early, budget, stats).await
+        }
+        Err(upgraded) => {
+            let mut upstream = super::limits::Metered::new(upstream, budget, stats);
+            let mut client = TokioIo::new(upgraded);
+            tokio::io::copy_bidirectional(&mut client, &mut upstream)
+                .await
+                .map(|_| ())
+        }
+    }
 }
 
 #[cfg(test)]

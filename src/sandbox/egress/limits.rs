@@ -194,8 +194,10 @@ impl ConnStats {
         LimitKind::from_code(self.limit.load(Ordering::Relaxed))
     }
 
-    fn hit(&self, kind: LimitKind) {
+    /// Records that `kind` stopped the connection; the error to end it with.
+    pub(crate) fn limit(&self, kind: LimitKind) -> io::Error {
         self.limit.store(kind.code(), Ordering::Relaxed);
+        io::Error::other(format!("{} reached", kind.describe()))
     }
 }
 
@@ -222,8 +224,11 @@ impl<S> Metered<S> {
     }
 
     fn limit_error(&self, kind: LimitKind) -> io::Error {
-        self.stats.hit(kind);
-        io::Error::other(format!("{} reached", kind.describe()))
+        self.stats.limit(kind)
+    }
+
+    pub(crate) fn into_inner(self) -> S {
+        self.inner
     }
 }
 

@@ -50,6 +50,7 @@ mod resolve;
 mod rules;
 mod server;
 mod socks;
+mod tunnel;
 
 use std::net::IpAddr;
 use std::path::PathBuf;

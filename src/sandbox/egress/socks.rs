@@ -7,9 +7,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::UnixStream;
 
 use super::decide::{self, SandboxCtx, Upstream};
 use super::events::{Cause, Protocol};
+use super::tunnel;
 
 const VERSION: u8 = 5;
 const NO_AUTH: u8 = 0;
@@ -43,10 +45,7 @@ impl From<io::Error> for Refusal {
 }
 
 /// Serves one SOCKS5 client whose version byte was already read.
-pub(crate) async fn serve<S>(ctx: Arc<SandboxCtx>, mut stream: S)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+pub(crate) async fn serve(ctx: Arc<SandboxCtx>, mut stream: UnixStream) {
     let handshake = ctx.proxy.compiled.timeouts.handshake;
     let target = match tokio::time::timeout(handshake, negotiate(&mut stream)).await {
         Ok(Ok(target)) => target,
@@ -58,7 +57,7 @@ where
     };
     let upstream = decide::connect(&ctx, &target.host, target.port, Protocol::Socks5, None).await;
     let Upstream {
-        stream: mut remote,
+        stream: remote,
         record,
     } = match upstream {
         Ok(upstream) => upstream,
@@ -77,8 +76,9 @@ where
         record.finish(Some(format!("the client left before the tunnel: {e}")));
         return;
     }
-    let copied = tokio::io::copy_bidirectional(&mut stream, &mut remote).await;
-    record.finish(copied.err().map(|e| e.to_string()));
+    let budget = record.ctx().budget.clone();
+    let relayed = tunnel::run(stream, remote, &[], budget, record.stats().clone()).await;
+    record.finish(relayed.err().map(|e| e.to_string()));
 }
 
 /// Method selection and the request, up to the target.
