@@ -14,6 +14,7 @@ use crate::auth::{TokenSpec, token_list};
 use crate::domain::record::ApprovalMode;
 use crate::policy::PolicySettings;
 use crate::sandbox::docker::DockerConfig;
+use crate::sandbox::egress::EgressSettings;
 use crate::validate::ValidationConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +49,8 @@ pub struct Config {
     /// Run-time policies: `policies_dir`, the deployment default, and what each agent token may
     /// select (`[policy.agents.NAME]`).
     pub policy: PolicySettings,
+    /// The egress proxy of sandboxes that opt in to network access.
+    pub egress: EgressSettings,
 }
 
 /// The MCP endpoint (`/mcp`) of the HTTP service.
@@ -87,6 +90,7 @@ impl Default for Config {
             mcp: McpSettings::default(),
             artifacts: ArtifactSettings::default(),
             policy: PolicySettings::default(),
+            egress: EgressSettings::default(),
         }
     }
 }
@@ -244,6 +248,9 @@ impl Config {
         self.sandbox
             .resolved_profiles()
             .map_err(ConfigError::Invalid)?;
+        self.egress
+            .check()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         if self.sandbox.instance.is_empty()
             || !self
                 .sandbox

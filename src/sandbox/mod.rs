@@ -5,6 +5,7 @@
 //! it against a real engine (and is the only code that talks to Docker).
 
 pub mod docker;
+pub mod egress;
 mod output;
 pub mod profiles;
 

@@ -17,6 +17,8 @@
 //! Additions keep older peers working: fields a host adds to [`Job`] are only sent when set, and
 //! [`Ready::supervisor_version`] is optional.
 
+pub mod forward;
+
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change; the host refuses a supervisor that speaks another version.

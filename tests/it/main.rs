@@ -8,6 +8,7 @@ mod cli;
 mod compose;
 mod containment;
 mod corpus;
+mod egress_proxy;
 mod engine_faults;
 mod harness;
 mod http_shape;
