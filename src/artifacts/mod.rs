@@ -9,15 +9,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// A file a run returned, as records and results list it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Artifact {
-    /// Absolute path in the sandbox; the download path is this without its leading slash.
-    pub path: String,
-    pub sha256: String,
-    pub size_bytes: u64,
-    pub mime_type: String,
-}
+pub use crate::domain::record::Artifact;
 
 /// How long artifacts are kept and how large they may be (`[artifacts]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +41,8 @@ pub enum ArtifactError {
     Corrupt(String),
     #[error("artifact storage: {0}")]
     Io(#[from] std::io::Error),
+    #[error("artifact task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// The on-disk store.

@@ -5,8 +5,8 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 
 use super::AppState;
-use crate::auth::{AuthError, Caller, Role};
-use crate::error::ApiError;
+use super::error::ApiError;
+use crate::auth::{Caller, Role};
 
 /// The caller, from `Authorization: Bearer <token>` (anonymous when authentication is off).
 #[derive(Debug, Clone)]
@@ -40,11 +40,5 @@ impl Authenticated {
             };
             Err(ApiError::Forbidden(format!("this endpoint needs {what}")))
         }
-    }
-}
-
-impl From<AuthError> for ApiError {
-    fn from(e: AuthError) -> Self {
-        ApiError::Unauthorized(e.to_string())
     }
 }

@@ -8,16 +8,17 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::auth::Authenticated;
+use super::error::{ApiError, ErrorBody};
 use super::{AppState, Json};
-use crate::artifacts::Artifact;
 use crate::auth::Role;
 use crate::config::ExecutionSettings;
-use crate::domain::record::{Approval, ExecutionRecord, Status};
+use crate::domain::record::{
+    Approval, Artifact, ExecutionError, ExecutionRecord, ResourceUsage, StageMs, Status,
+};
 use crate::domain::script::{Language, Script};
 use crate::domain::verdict::Verdict;
-use crate::error::{ApiError, ErrorBody};
-use crate::executions::{ExecError, Submitted};
-use crate::gate::{ExecuteRequest, ExecutionError, GateError};
+use crate::domain::work::ScriptRun;
+use crate::executions::Submitted;
 use crate::sandbox::profiles::Profiles;
 
 /// A script to validate and run. Unknown fields are rejected.
@@ -52,7 +53,7 @@ impl ExecuteIn {
         self,
         settings: &ExecutionSettings,
         profiles: &Profiles,
-    ) -> Result<ExecuteRequest, ApiError> {
+    ) -> Result<ScriptRun, ApiError> {
         check_script_text(&self.script_content)?;
         let profile = profiles
             .select(self.profile.as_deref(), self.script_type)
@@ -74,12 +75,12 @@ impl ExecuteIn {
                 stdin.len()
             )));
         }
-        Ok(ExecuteRequest {
-            script: Script::new(self.script_type, self.script_content),
-            timeout: std::time::Duration::from_secs(timeout),
+        Ok(ScriptRun::new(
+            Script::new(self.script_type, self.script_content),
             stdin,
+            std::time::Duration::from_secs(timeout),
             profile,
-        })
+        ))
     }
 }
 
@@ -95,13 +96,6 @@ pub fn check_script_text(text: &str) -> Result<(), ApiError> {
         )));
     }
     Ok(())
-}
-
-/// What the container used, as the engine's cgroup accounting reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ResourceUsage {
-    pub cpu_time_ms: u64,
-    pub max_memory_bytes: u64,
 }
 
 /// The result of an execution (the same object for `/v1/execute` and `/v1/executions/{id}`).
@@ -132,7 +126,7 @@ pub struct ExecuteOut {
     /// `approval_timeout`, `internal_error`); null on success and while it is not finished.
     pub error: Option<ExecutionError>,
     pub resource_usage: ResourceUsage,
-    pub timings_ms: crate::domain::record::StageMs,
+    pub timings_ms: StageMs,
     /// Served by a container started before the request.
     pub warm: bool,
     /// The operator's decision, when the execution needed approval.
@@ -171,15 +165,12 @@ impl From<&ExecutionRecord> for ExecuteOut {
             validation_failed: !r.verdict.valid,
             validation: r.verdict.clone(),
             error: r.error.clone(),
-            resource_usage: ResourceUsage {
-                cpu_time_ms: o.map_or(0, |o| o.cpu_time_ms),
-                max_memory_bytes: o.map_or(0, |o| o.max_memory_bytes),
-            },
+            resource_usage: o.map(|o| o.usage).unwrap_or_default(),
             timings_ms: r.timings,
             warm: o.is_some_and(|o| o.warm),
             approval: r.approval.clone(),
             agent: r.agent.clone(),
-            profile: r.profile.clone(),
+            profile: r.run.profile.clone(),
             artifacts: o.map(|o| o.artifacts.clone()).unwrap_or_default(),
             artifacts_dropped: o.map_or(0, |o| o.artifacts_dropped),
             image_digest: o.and_then(|o| o.provenance.image_digest.clone()),
@@ -222,27 +213,6 @@ impl From<&ExecutionRecord> for SubmissionOut {
     }
 }
 
-impl From<GateError> for ApiError {
-    fn from(e: GateError) -> Self {
-        match e {
-            GateError::Overloaded { retry_after_secs } => ApiError::Overloaded { retry_after_secs },
-            GateError::Unavailable(m) => ApiError::EngineUnavailable(m),
-            GateError::SandboxFailed(m) => ApiError::Internal(m),
-        }
-    }
-}
-
-impl From<ExecError> for ApiError {
-    fn from(e: ExecError) -> Self {
-        match e {
-            ExecError::Gate(g) => g.into(),
-            ExecError::NotFound => ApiError::NotFound("no such execution".into()),
-            ExecError::Conflict(_) => ApiError::Conflict(e.to_string()),
-            ExecError::Store(s) => ApiError::Internal(s.to_string()),
-        }
-    }
-}
-
 /// Validate a script and run it in a one-use container, answering with the result.
 #[utoipa::path(
     post,
@@ -266,13 +236,13 @@ impl From<ExecError> for ApiError {
     ),
     security(("agent_token" = []))
 )]
-pub async fn execute(
+pub(super) async fn execute(
     State(state): State<AppState>,
     caller: Authenticated,
     Json(body): Json<ExecuteIn>,
 ) -> Result<Response, ApiError> {
     let caller = caller.require(Role::Agent)?;
-    let request = body.check(state.executions.gate().settings(), &state.profiles)?;
+    let request = body.check(state.executions.settings(), &state.profiles)?;
     Ok(
         match state.executions.submit(caller, request, true).await? {
             Submitted::Finished(rec) => axum::Json(ExecuteOut::from(&rec)).into_response(),

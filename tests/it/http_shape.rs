@@ -85,7 +85,7 @@ impl Lease for FakeLease {
 
     fn run(self: Box<Self>, request: RunSpec) -> BoxFuture<'static, RunOutcome> {
         Box::pin(async move {
-            let s = request.script.as_str();
+            let s = request.script();
             if s.contains("BLOCK") {
                 self.release.notified().await;
             }

@@ -62,11 +62,7 @@ impl Catalog {
             )
             .expect("built-in profiles are valid")
         });
-        let mode = match config.approval {
-            ApprovalMode::Never => "never",
-            ApprovalMode::Always => "always",
-            ApprovalMode::OnWarn => "on_warn",
-        };
+        let mode = config.approval.as_str();
         let checks = format!(
             "Before anything runs the script is validated: at most {max_chars} characters; it must \
              parse as the declared language (Python 3 or Bash); it must not be the other language; it \
