@@ -14,13 +14,13 @@
 
 #![warn(unreachable_pub)]
 
-pub mod artifacts;
+pub(crate) mod artifacts;
 pub mod auth;
 pub mod config;
 pub mod domain;
-pub mod executions;
+pub(crate) mod executions;
 pub mod http;
-pub mod metrics;
+pub(crate) mod metrics;
 // The next three are still being narrowed to what the rest of the crate needs.
 #[allow(unreachable_pub)]
 pub mod rules;
@@ -86,10 +86,10 @@ pub fn validator(config: &Config) -> Result<Validator, RuleError> {
 #[derive(Debug)]
 pub struct App {
     pub router: axum::Router,
-    pub executions: Arc<Executions>,
-    pub runner: Arc<dyn Runner>,
+    executions: Arc<Executions>,
+    runner: Arc<dyn Runner>,
     /// Ends open MCP streams, so a graceful shutdown does not wait for them.
-    pub mcp_shutdown: tokio_util::sync::CancellationToken,
+    mcp_shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl App {

@@ -15,7 +15,7 @@ pub(super) type Slot = OwnedSemaphorePermit;
 
 /// Why no slot was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     #[error("too many executions in progress")]
     Overloaded { retry_after_secs: u64 },
     #[error("the service is shutting down")]

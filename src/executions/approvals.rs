@@ -16,13 +16,13 @@ use crate::store::{StoreError, Transition};
 
 /// When executions wait for an operator, and for how long.
 #[derive(Debug, Clone, Copy)]
-pub struct ApprovalPolicy {
+pub(crate) struct ApprovalPolicy {
     pub mode: ApprovalMode,
     pub timeout: Duration,
 }
 
 impl ApprovalPolicy {
-    pub fn requires(&self, verdict: &Verdict) -> bool {
+    pub(crate) fn requires(&self, verdict: &Verdict) -> bool {
         match self.mode {
             ApprovalMode::Never => false,
             ApprovalMode::Always => true,
@@ -34,7 +34,7 @@ impl ApprovalPolicy {
 impl Executions {
     /// An operator's decision on a pending execution: approved, it is queued (and validated again
     /// when a worker takes it); denied, it ends.
-    pub async fn decide(
+    pub(crate) async fn decide(
         self: &Arc<Self>,
         operator: &Caller,
         id: Uuid,
@@ -63,7 +63,7 @@ impl Executions {
     }
 
     /// Executions waiting for an operator, oldest first.
-    pub async fn pending(&self) -> Result<Vec<ExecutionRecord>, ExecError> {
+    pub(crate) async fn pending(&self) -> Result<Vec<ExecutionRecord>, ExecError> {
         self.expire_due().await?;
         Ok(self.store.with_status(Status::PendingApproval).await?)
     }

@@ -78,7 +78,7 @@ impl Intake<'_> {
 
 impl Executions {
     /// Validation is CPU work of up to a few milliseconds: it runs on the blocking pool.
-    pub async fn validate(&self, script: Script) -> Verdict {
+    pub(crate) async fn validate(&self, script: Script) -> Verdict {
         let validator = self.validator.clone();
         let language = script.language;
         let verdict = tokio::task::spawn_blocking(move || validator.validate(&script))
@@ -106,7 +106,7 @@ impl Executions {
 
     /// Validates and, unless it must wait (approval, or `wait_for_result` is false), runs the
     /// script within the call.
-    pub async fn submit(
+    pub(crate) async fn submit(
         self: &Arc<Self>,
         caller: &Caller,
         work: ScriptRun,

@@ -25,9 +25,9 @@ mod audit;
 mod lifecycle;
 mod outcome;
 
-pub use crate::domain::record::ApprovalMode;
-pub use admission::Refused;
-pub use approvals::ApprovalPolicy;
+pub(crate) use crate::domain::record::ApprovalMode;
+pub(crate) use admission::Refused;
+pub(crate) use approvals::ApprovalPolicy;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,7 +49,7 @@ use admission::Admission;
 
 /// What a submission became.
 #[derive(Debug, Clone)]
-pub enum Submitted {
+pub(crate) enum Submitted {
     /// Ran (or was rejected) within the request.
     Finished(ExecutionRecord),
     /// Waits for an approval or a slot; read it later.
@@ -57,7 +57,7 @@ pub enum Submitted {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ExecError {
+pub(crate) enum ExecError {
     /// No run slot now (too many runs, or the service is stopping).
     #[error(transparent)]
     Refused(#[from] Refused),
@@ -74,7 +74,7 @@ pub enum ExecError {
 
 /// What the executions service runs on.
 #[derive(Debug)]
-pub struct Deps {
+pub(crate) struct Deps {
     pub validator: Validator,
     pub runner: Arc<dyn Runner>,
     pub store: Store,
@@ -86,7 +86,7 @@ pub struct Deps {
 }
 
 #[derive(Debug)]
-pub struct Executions {
+pub(crate) struct Executions {
     validator: Validator,
     runner: Arc<dyn Runner>,
     admission: Admission,
@@ -119,7 +119,7 @@ fn finished(rec: &ExecutionRecord) {
 impl Executions {
     /// Recovers state left by a previous process (running → failed, queued → resumed) and starts
     /// the approval-expiry sweeper.
-    pub async fn start(deps: Deps) -> Result<Arc<Executions>, StoreError> {
+    pub(crate) async fn start(deps: Deps) -> Result<Arc<Executions>, StoreError> {
         let this = Arc::new(Executions {
             admission: Admission::new(&deps.settings),
             validator: deps.validator,
@@ -160,11 +160,11 @@ impl Executions {
     }
 
     /// The limits requests are checked against.
-    pub fn settings(&self) -> &ExecutionSettings {
+    pub(crate) fn settings(&self) -> &ExecutionSettings {
         &self.settings
     }
 
-    pub fn policy(&self) -> ApprovalPolicy {
+    pub(crate) fn policy(&self) -> ApprovalPolicy {
         self.policy
     }
 
@@ -226,7 +226,7 @@ impl Executions {
 
     /// An execution the caller may see (agents see their own), waiting up to `wait` for a terminal
     /// status.
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         caller: &Caller,
         id: Uuid,
@@ -250,24 +250,24 @@ impl Executions {
     }
 
     /// The bytes of a file a run returned, read back and checked against its sha256.
-    pub async fn artifact(&self, sha256: &str) -> Result<Vec<u8>, ArtifactError> {
+    pub(crate) async fn artifact(&self, sha256: &str) -> Result<Vec<u8>, ArtifactError> {
         let store = self.artifacts.clone();
         let sha256 = sha256.to_string();
         tokio::task::spawn_blocking(move || store.get(&sha256)).await?
     }
 
     /// Whether the sandbox can take runs now.
-    pub async fn readiness(&self) -> Readiness {
+    pub(crate) async fn readiness(&self) -> Readiness {
         self.runner.readiness().await
     }
 
     /// Each runner profile with what its image holds.
-    pub async fn profile_status(&self) -> Vec<ProfileStatus> {
+    pub(crate) async fn profile_status(&self) -> Vec<ProfileStatus> {
         self.runner.profile_status().await
     }
 
     /// The sandbox's gauges, for metrics.
-    pub fn sandbox_stats(&self) -> SandboxStats {
+    pub(crate) fn sandbox_stats(&self) -> SandboxStats {
         self.runner.stats()
     }
 
@@ -290,7 +290,7 @@ impl Executions {
 
     /// Stops background work: queued executions stay queued (resumed at the next start), running
     /// ones finish within their timeout.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         self.shutdown.cancel();
         self.tasks.close();
         self.tasks.wait().await;

@@ -17,7 +17,7 @@ use crate::domain::verdict::Verdict;
 
 /// A pending execution, as an operator reviews it.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct PendingOut {
+pub(super) struct PendingOut {
     pub execution_id: Uuid,
     pub agent: String,
     pub script_type: Language,
@@ -34,7 +34,7 @@ pub struct PendingOut {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct PendingList {
+pub(super) struct PendingList {
     pub pending: Vec<PendingOut>,
 }
 
@@ -84,7 +84,7 @@ pub(super) async fn list(
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"decision": "approve", "reason": "reviewed: reads a CSV and prints a summary"}))]
-pub struct DecisionIn {
+pub(super) struct DecisionIn {
     pub decision: Decision,
     /// Why (kept in the record and the audit log), at most 2000 characters.
     #[serde(default)]

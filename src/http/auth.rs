@@ -10,7 +10,7 @@ use crate::auth::{Caller, Role};
 
 /// The caller, from `Authorization: Bearer <token>` (anonymous when authentication is off).
 #[derive(Debug, Clone)]
-pub struct Authenticated(pub Caller);
+pub(super) struct Authenticated(pub Caller);
 
 impl FromRequestParts<AppState> for Authenticated {
     type Rejection = ApiError;
@@ -30,7 +30,7 @@ impl FromRequestParts<AppState> for Authenticated {
 
 impl Authenticated {
     /// 403 unless the caller has `role`.
-    pub fn require(&self, role: Role) -> Result<&Caller, ApiError> {
+    pub(super) fn require(&self, role: Role) -> Result<&Caller, ApiError> {
         if self.0.is(role) {
             Ok(&self.0)
         } else {

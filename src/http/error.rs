@@ -13,7 +13,7 @@ use crate::auth::AuthError;
 use crate::executions::{ExecError, Refused};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// The request does not match the API's schema (names the field).
     #[error("{0}")]
     Schema(String),
@@ -43,19 +43,19 @@ pub enum ApiError {
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     pub error: ErrorDetail,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ErrorDetail {
+pub(crate) struct ErrorDetail {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub message: String,
 }
 
 impl ApiError {
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             ApiError::Schema(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -71,7 +71,7 @@ impl ApiError {
         }
     }
 
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ApiError::Schema(_) => "schema_error",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
@@ -87,7 +87,7 @@ impl ApiError {
         }
     }
 
-    pub fn body(&self) -> ErrorBody {
+    pub(crate) fn body(&self) -> ErrorBody {
         ErrorBody {
             error: ErrorDetail {
                 kind: self.kind(),

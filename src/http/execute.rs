@@ -25,7 +25,7 @@ use crate::sandbox::profiles::Profiles;
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"script_content": "print('hello')", "script_type": "python", "timeout": 30}))]
-pub struct ExecuteIn {
+pub(crate) struct ExecuteIn {
     /// The script source: not empty, no NUL characters. Longer than `validation.max_chars`
     /// characters (default 10000) is a validation failure of the size layer.
     #[schema(min_length = 1, pattern = "^[^\\x00]*$")]
@@ -49,7 +49,7 @@ pub struct ExecuteIn {
 
 impl ExecuteIn {
     /// The checked request (raw wire values become domain types only here).
-    pub fn check(
+    pub(crate) fn check(
         self,
         settings: &ExecutionSettings,
         profiles: &Profiles,
@@ -86,7 +86,7 @@ impl ExecuteIn {
 
 /// An empty script or one with NUL characters is not a script: a schema error, before any
 /// validation layer (the size layer still rejects both for callers that skip this check).
-pub fn check_script_text(text: &str) -> Result<(), ApiError> {
+pub(crate) fn check_script_text(text: &str) -> Result<(), ApiError> {
     if text.is_empty() {
         return Err(ApiError::Schema("script_content: must not be empty".into()));
     }
@@ -100,7 +100,7 @@ pub fn check_script_text(text: &str) -> Result<(), ApiError> {
 
 /// The result of an execution (the same object for `/v1/execute` and `/v1/executions/{id}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ExecuteOut {
+pub(crate) struct ExecuteOut {
     pub execution_id: Uuid,
     pub status: Status,
     /// The script ran to completion with exit code 0.
@@ -181,7 +181,7 @@ impl From<&ExecutionRecord> for ExecuteOut {
 
 /// Where to read an accepted execution.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Links {
+pub(super) struct Links {
     /// `GET` it for the result (`?wait=N` long-polls up to N seconds).
     #[serde(rename = "self")]
     pub this: String,
@@ -193,7 +193,7 @@ pub struct Links {
 
 /// 202 body: accepted, not finished.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct SubmissionOut {
+pub(super) struct SubmissionOut {
     pub execution_id: Uuid,
     pub status: Status,
     pub links: Links,

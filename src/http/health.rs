@@ -25,13 +25,13 @@ pub(super) async fn healthz() -> axum::Json<Health> {
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ImageState {
+pub(super) struct ImageState {
     pub image: String,
     pub present: bool,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ReadyOut {
+pub(super) struct ReadyOut {
     pub ready: bool,
     pub engine: bool,
     pub images: Vec<ImageState>,

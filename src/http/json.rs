@@ -11,7 +11,7 @@ use super::error::ApiError;
 
 /// A JSON request body, deserialized strictly.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Json<T>(pub T);
+pub(crate) struct Json<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
@@ -81,7 +81,7 @@ async fn read_body(req: Request) -> Result<Bytes, ApiError> {
 }
 
 /// Deserializes `bytes`, naming the path of the first error.
-pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

@@ -1,12 +1,12 @@
 //! The HTTP front end: routes, the JSON extractor and wire types (`…In` / `…Out`), one file per
 //! resource. Handlers authenticate the caller, convert wire types to checked domain types and call
-//! the [`Executions`] service; nothing below this module knows about axum.
+//! the executions service; nothing below this module knows about axum (`tests/layering.rs`).
 
 mod approvals;
 mod artifacts;
 mod auth;
-pub mod catalog;
-pub mod error;
+pub(crate) mod catalog;
+pub(crate) mod error;
 mod execute;
 mod executions;
 mod health;
@@ -30,28 +30,25 @@ use tower_http::trace::TraceLayer;
 
 use crate::auth::Authenticator;
 use crate::executions::Executions;
-pub use approvals::{DecisionIn, PendingList, PendingOut};
-pub use auth::Authenticated;
 use error::ApiError;
-pub use execute::{ExecuteIn, ExecuteOut, Links, SubmissionOut, check_script_text};
-pub use health::ReadyOut;
-pub use json::{Json, parse as parse_json};
-pub use validate::ValidateIn;
+pub(crate) use execute::{ExecuteIn, ExecuteOut, check_script_text};
+pub(crate) use json::{Json, parse as parse_json};
+pub(crate) use validate::ValidateIn;
 
 #[derive(Debug, Clone)]
-pub struct AppState {
-    pub executions: Arc<Executions>,
-    pub auth: Arc<Authenticator>,
-    pub tools: Arc<catalog::Catalog>,
+pub(crate) struct AppState {
+    pub(crate) executions: Arc<Executions>,
+    pub(crate) auth: Arc<Authenticator>,
+    pub(crate) tools: Arc<catalog::Catalog>,
     /// The deployment's runner profiles.
-    pub profiles: Arc<crate::sandbox::profiles::Profiles>,
+    pub(crate) profiles: Arc<crate::sandbox::profiles::Profiles>,
     /// The MCP endpoint's settings; `None` when it is off.
-    pub mcp: Option<mcp::HttpSettings>,
+    pub(crate) mcp: Option<mcp::HttpSettings>,
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     let max_body = state.executions.settings().max_body_bytes;
     // MCP has its own body limit (4 MiB) and JSON-RPC errors; it shares authentication.
     let mcp = mcp::route::routes(&state);

@@ -14,7 +14,7 @@ use crate::domain::verdict::Verdict;
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"script_content": "import os\nos.system('id')\n", "script_type": "python"}))]
-pub struct ValidateIn {
+pub(crate) struct ValidateIn {
     /// The script source: not empty, no NUL characters.
     #[schema(min_length = 1, pattern = "^[^\\x00]*$")]
     pub script_content: String,

@@ -1,6 +1,6 @@
 //! The MCP server: `execute_script` and `validate_script` as MCP tools with structured results,
 //! over streamable HTTP at `/mcp` (behind the same bearer tokens as the REST API) and over stdio
-//! (`scriptgate mcp`). Tools, their input schemas and descriptions come from [`super::catalog`];
+//! (`scriptgate mcp`). Tools, their input schemas and descriptions come from the tool catalog;
 //! output schemas come from the OpenAPI components, so every integration describes one contract.
 //!
 //! Results: a script that ran is a normal result (its exit code, timeout or OOM is in the
@@ -46,7 +46,7 @@ pub enum StdioError {
 
 /// One MCP server (one per session or request; cheap to build).
 #[derive(Debug, Clone)]
-pub struct McpServer {
+pub(crate) struct McpServer {
     executions: Arc<Executions>,
     tools: Arc<Vec<Tool>>,
     profiles: Arc<crate::sandbox::profiles::Profiles>,
@@ -197,7 +197,7 @@ impl ServerHandler for McpServer {
 }
 
 /// The MCP tool list: the catalog's tools with output schemas and annotations.
-pub fn mcp_tools(catalog: &Catalog) -> Vec<Tool> {
+pub(crate) fn mcp_tools(catalog: &Catalog) -> Vec<Tool> {
     catalog
         .tools
         .iter()
@@ -228,7 +228,7 @@ pub fn mcp_tools(catalog: &Catalog) -> Vec<Tool> {
 
 /// A self-contained JSON Schema (2020-12) for the OpenAPI component `name`: the component itself,
 /// with every component it may reference under `$defs`.
-pub fn output_schema(name: &str) -> JsonObject {
+pub(crate) fn output_schema(name: &str) -> JsonObject {
     let components = serde_json::to_value(ApiDoc::openapi().components).unwrap_or(Value::Null);
     let defs = components.get("schemas").cloned().unwrap_or(json!({}));
     let text = serde_json::to_string(&defs)
@@ -251,7 +251,7 @@ pub fn output_schema(name: &str) -> JsonObject {
 
 /// Settings of the HTTP transport.
 #[derive(Debug, Clone)]
-pub struct HttpSettings {
+pub(crate) struct HttpSettings {
     /// `Host` header values accepted (DNS-rebinding guard); empty accepts any.
     pub allowed_hosts: Vec<String>,
     pub shutdown: CancellationToken,
@@ -259,7 +259,7 @@ pub struct HttpSettings {
 
 /// The streamable-HTTP MCP endpoint, mounted at `/mcp` by the HTTP layer behind its bearer
 /// authentication (which puts the [`Caller`] in the request's extensions).
-pub fn http_service(
+pub(crate) fn http_service(
     executions: Arc<Executions>,
     catalog: &Catalog,
     settings: HttpSettings,
@@ -288,7 +288,7 @@ pub fn http_service(
 }
 
 /// Serves MCP on stdin/stdout until the client disconnects; every call runs as `caller`.
-pub async fn serve_stdio(
+pub(crate) async fn serve_stdio(
     executions: Arc<Executions>,
     catalog: &Catalog,
     caller: Caller,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use scriptgate::auth::TokenSpec;
 use scriptgate::config::Config;
-use scriptgate::executions::ApprovalMode;
+use scriptgate::domain::record::ApprovalMode;
 use serde_json::{Value, json};
 
 use crate::fake::{Answer, FakeRunner};

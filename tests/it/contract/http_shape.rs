@@ -368,7 +368,7 @@ async fn tool_definitions_come_in_both_shapes_with_the_configured_limits() {
     let (_, router) = app_with(FakeRunner::new(), |c| {
         c.validation.max_chars = 4000;
         c.execution.max_timeout_secs = 90;
-        c.approval = scriptgate::executions::ApprovalMode::OnWarn;
+        c.approval = scriptgate::domain::record::ApprovalMode::OnWarn;
     })
     .await;
     let (status, _, both) = call(&router, "GET", "/v1/tools", None, Body::empty()).await;
