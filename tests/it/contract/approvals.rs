@@ -125,7 +125,11 @@ async fn the_readme_walkthrough() {
     )
     .await;
     assert_eq!(status, 409, "{conflict}");
-    assert_eq!(conflict["error"]["type"], "conflict");
+    assert_eq!(
+        conflict,
+        json!({"error": {"type": "conflict", "message": "the execution is completed and cannot be decided"}}),
+        "the answer README's walkthrough shows"
+    );
     s.stop().await;
 }
 
