@@ -46,7 +46,7 @@ fn describe() {
     );
     metrics::describe_counter!(
         "scriptgate_validations_total",
-        "Scripts validated, by language and result (valid or rejected)"
+        "Scripts validated (queued work again before it runs), by language and result (valid or rejected)"
     );
     metrics::describe_counter!(
         "scriptgate_validation_rejections_total",
