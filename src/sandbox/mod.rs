@@ -15,7 +15,10 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub use crate::domain::record::Provenance;
 use crate::domain::script::Language;
+use crate::domain::verdict::{Severity, Verdict};
+use crate::domain::work::ScriptRun;
 pub use output::CappedText;
 pub use scriptgate_supervisor::Usage;
 
@@ -54,12 +57,51 @@ impl Default for Limits {
     }
 }
 
-/// What a lease runs.
+/// What a lease runs. The fields are private and the one constructor takes a passing verdict for
+/// the same language, so no script reaches a container without one.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
-    pub script: String,
-    pub stdin: String,
-    pub timeout: Duration,
+    script: String,
+    stdin: String,
+    timeout: Duration,
+}
+
+/// The verdict does not let the script run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the script has no passing verdict")]
+pub struct NotCleared;
+
+impl RunSpec {
+    /// The run of `work`, when `verdict` passed it.
+    pub fn cleared(work: &ScriptRun, verdict: &Verdict) -> Result<RunSpec, NotCleared> {
+        let passed = verdict.valid
+            && verdict.layer.is_none()
+            && verdict.language == work.script.language
+            && verdict
+                .findings
+                .iter()
+                .all(|f| f.severity != Severity::Block);
+        if !passed {
+            return Err(NotCleared);
+        }
+        Ok(RunSpec {
+            script: work.script.text.clone(),
+            stdin: work.stdin.clone(),
+            timeout: work.timeout(),
+        })
+    }
+
+    pub fn script(&self) -> &str {
+        &self.script
+    }
+
+    pub fn stdin(&self) -> &str {
+        &self.stdin
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
 }
 
 /// One script to run, for one-step callers ([`RunnerExt::run`]).
@@ -69,9 +111,7 @@ pub struct RunRequest {
     /// assigns one (the id of the container it uses).
     pub execution_id: Option<Uuid>,
     pub language: Language,
-    pub script: String,
-    pub stdin: String,
-    pub timeout: Duration,
+    pub spec: RunSpec,
 }
 
 /// How long each phase took. Phases served by a warm container before the request count zero;
@@ -115,18 +155,6 @@ pub struct OutputFile {
     /// Absolute path in the container.
     pub path: String,
     pub data: Vec<u8>,
-}
-
-/// What ran the script, so that a run can be replayed exactly.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Provenance {
-    pub profile: String,
-    /// The image name the container was created from.
-    pub image: String,
-    /// The image's content id (`sha256:…`) the container actually ran.
-    pub image_digest: Option<String>,
-    /// The supervisor's version as it reported it (absent from supervisors that predate it).
-    pub supervisor_version: Option<String>,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -225,15 +253,70 @@ pub trait RunnerExt: Runner {
     fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunOutcome, SandboxError>> {
         Box::pin(async move {
             let lease = self.acquire(request.language, request.execution_id).await?;
-            Ok(lease
-                .run(RunSpec {
-                    script: request.script,
-                    stdin: request.stdin,
-                    timeout: request.timeout,
-                })
-                .await)
+            Ok(lease.run(request.spec).await)
         })
     }
 }
 
 impl<T: Runner + ?Sized> RunnerExt for T {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::script::Script;
+    use crate::domain::verdict::{Finding, Layer};
+
+    fn work(language: Language) -> ScriptRun {
+        ScriptRun::new(
+            Script::new(language, "echo hi"),
+            String::new(),
+            Duration::from_secs(3),
+            profiles::DEFAULT_PROFILE.into(),
+        )
+    }
+
+    fn verdict(language: Language, finding: Option<Severity>) -> Verdict {
+        let findings: Vec<Finding> = finding
+            .into_iter()
+            .map(|severity| Finding {
+                layer: Layer::Dangerous,
+                rule: "r".into(),
+                severity,
+                message: "m".into(),
+                line: 1,
+                column: 1,
+            })
+            .collect();
+        let blocked = findings.iter().any(|f| f.severity == Severity::Block);
+        Verdict {
+            language,
+            valid: !blocked,
+            layer: blocked.then_some(Layer::Dangerous),
+            findings,
+        }
+    }
+
+    #[test]
+    fn only_a_passing_verdict_for_the_same_language_clears_a_run() {
+        let bash = work(Language::Bash);
+        let spec = RunSpec::cleared(&bash, &verdict(Language::Bash, None)).expect("cleared");
+        assert_eq!(
+            (spec.script(), spec.timeout()),
+            ("echo hi", Duration::from_secs(3))
+        );
+        assert!(RunSpec::cleared(&bash, &verdict(Language::Bash, Some(Severity::Warn))).is_ok());
+        assert_eq!(
+            RunSpec::cleared(&bash, &verdict(Language::Bash, Some(Severity::Block))).err(),
+            Some(NotCleared)
+        );
+        assert_eq!(
+            RunSpec::cleared(&bash, &verdict(Language::Python, None)).err(),
+            Some(NotCleared)
+        );
+        // A verdict edited to look valid still carries its blocking finding.
+        let mut forged = verdict(Language::Bash, Some(Severity::Block));
+        forged.valid = true;
+        forged.layer = None;
+        assert_eq!(RunSpec::cleared(&bash, &forged).err(), Some(NotCleared));
+    }
+}

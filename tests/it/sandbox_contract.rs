@@ -4,19 +4,9 @@ use std::time::Duration;
 
 use scriptgate::domain::script::Language;
 use scriptgate::sandbox::docker::spec;
-use scriptgate::sandbox::{RunRequest, Runner, RunnerExt};
+use scriptgate::sandbox::{Runner, RunnerExt};
 
-use crate::harness;
-
-fn request(language: Language, script: &str, timeout: u64) -> RunRequest {
-    RunRequest {
-        execution_id: None,
-        language,
-        script: script.into(),
-        stdin: String::new(),
-        timeout: Duration::from_secs(timeout),
-    }
-}
+use crate::harness::{self, vouched as request};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_engine_sees_the_hardened_configuration() {

@@ -255,8 +255,8 @@ impl Prepared {
         let job = Job {
             version: PROTOCOL_VERSION,
             nonce: nonce.clone(),
-            script: request.script.clone(),
-            stdin: request.stdin.clone(),
+            script: request.script().to_string(),
+            stdin: request.stdin().to_string(),
             output_limit,
             artifacts: self.files.clone(),
         };
@@ -264,7 +264,7 @@ impl Prepared {
         let mut stdout = CappedText::new(output_limit);
         let mut stderr = CappedText::new(output_limit);
         let mut diagnostics = CappedText::new(DIAGNOSTICS);
-        let deadline = tokio::time::Instant::now() + request.timeout;
+        let deadline = tokio::time::Instant::now() + request.timeout();
         let sent = async {
             self.input.write_all(&encode_job(&job)).await?;
             self.input.flush().await?;
