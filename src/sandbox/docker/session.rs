@@ -295,6 +295,8 @@ impl Prepared {
                         },
                         Some(Msg::Frame(FrameKind::Failure, p)) => break End::Lost(message_of(&p)),
                         Some(Msg::Frame(FrameKind::Ready, _)) => break End::Lost("unexpected second ready frame".into()),
+                        // Job frames: only a job asks for them.
+                        Some(Msg::Frame(kind, _)) => break End::Lost(format!("unexpected {kind:?} frame in a script run")),
                         Some(Msg::Diagnostic(b)) => diagnostics.push(&b),
                         Some(Msg::Broken(e)) => break End::Lost(e),
                         None => break End::Lost("the container stopped without reporting an exit".into()),
