@@ -309,58 +309,76 @@ fn openat2(dir: RawFd, rel: &str, flags: libc::c_int, mode: u32) -> io::Result<O
     owned(fd as libc::c_int)
 }
 
-/// Component by component with `O_NOFOLLOW` (a symlink gives ELOOP at any depth).
+/// Component by component: every directory on the way is pinned as an `O_PATH | O_NOFOLLOW`
+/// handle whose type is checked on the handle itself (a symlink gives ELOOP), and the next
+/// component is opened relative to that handle, so nothing can be swapped in between. (gVisor
+/// ignores `O_NOFOLLOW` beside `O_DIRECTORY`, which is why directories are not opened that way.)
 fn walk(dir: BorrowedFd<'_>, rel: &[String], flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+    let Some((last, parents)) = rel.split_last() else {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    };
     let mut current: Option<OwnedFd> = None;
-    for (i, name) in rel.iter().enumerate() {
+    for name in parents {
         let base = current.as_ref().map_or(dir.as_raw_fd(), |f| f.as_raw_fd());
-        let last = i + 1 == rel.len();
-        let (f, m) = if last {
-            (flags, mode)
-        } else {
-            (libc::O_RDONLY | libc::O_DIRECTORY, 0)
-        };
-        let c = cstring(name)?;
-        // SAFETY: a directory fd we hold, a valid name, integer flags.
-        let fd = unsafe {
-            libc::openat(
-                base,
-                c.as_ptr(),
-                f | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                m as libc::c_uint,
-            )
-        };
-        // SAFETY: a directory fd we hold and a valid name.
-        current = Some(owned(unsafe { symlink_is_eloop(fd, base, &c) })?);
+        current = Some(pin_dir(base, &cstring(name)?)?);
     }
-    current.ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+    let base = current.as_ref().map_or(dir.as_raw_fd(), |f| f.as_raw_fd());
+    let name = cstring(last)?;
+    if flags & libc::O_DIRECTORY != 0 {
+        let pinned = pin_dir(base, &name)?;
+        // SAFETY: a directory handle we hold, a static name, integer flags.
+        let fd =
+            unsafe { libc::openat(pinned.as_raw_fd(), c".".as_ptr(), flags | libc::O_CLOEXEC) };
+        return owned(fd);
+    }
+    // SAFETY: a directory handle we hold, a valid name, integer flags (a final symlink: ELOOP).
+    let fd = unsafe {
+        libc::openat(
+            base,
+            name.as_ptr(),
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    };
+    owned(fd)
 }
 
-/// `openat(…, O_DIRECTORY | O_NOFOLLOW)` of a symlink fails with ENOTDIR: reported as ELOOP,
-/// as `openat2` does, so a symlink is always named as one. Async-signal-safe.
+/// `name` in `dir` as an `O_PATH` handle, if it is a directory (ELOOP for a symlink).
+fn pin_dir(dir: RawFd, name: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    // SAFETY: a directory handle and a valid name.
+    owned(unsafe { pin_dir_raw(dir, name) })
+}
+
+/// [`pin_dir`] without allocation, also for a child between fork and exec: the new descriptor,
+/// or -1 with errno set.
 ///
 /// # Safety
-/// `dir` is an open directory and `name` a NUL-terminated name.
-unsafe fn symlink_is_eloop(
-    fd: libc::c_int,
-    dir: libc::c_int,
-    name: &std::ffi::CStr,
-) -> libc::c_int {
-    if fd >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENOTDIR) {
-        return fd;
-    }
-    // SAFETY: stat is plain data; fstatat fills it from a directory fd and a valid name.
+/// `dir` is an open directory (or `O_PATH` handle) and `name` a NUL-terminated name.
+unsafe fn pin_dir_raw(dir: libc::c_int, name: &std::ffi::CStr) -> libc::c_int {
+    // SAFETY: see the function's contract; stat is plain data filled by fstat.
     unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0
-            && st.st_mode & libc::S_IFMT == libc::S_IFLNK
-        {
-            *libc::__errno_location() = libc::ELOOP;
-        } else {
-            *libc::__errno_location() = libc::ENOTDIR;
+        let fd = libc::openat(
+            dir,
+            name.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return -1;
         }
+        let mut st: libc::stat = std::mem::zeroed();
+        let errno = if libc::fstat(fd, &mut st) < 0 {
+            *libc::__errno_location()
+        } else {
+            match st.st_mode & libc::S_IFMT {
+                libc::S_IFDIR => return fd,
+                libc::S_IFLNK => libc::ELOOP,
+                _ => libc::ENOTDIR,
+            }
+        };
+        libc::close(fd);
+        *libc::__errno_location() = errno;
+        -1
     }
-    -1
 }
 
 pub(crate) fn cstring(s: &str) -> io::Result<CString> {
@@ -433,11 +451,7 @@ pub(crate) unsafe fn chdir_beneath(
             }
             if next < 0 {
                 for name in rel {
-                    next = symlink_is_eloop(
-                        libc::openat(fd, name.as_ptr(), dir_flags | libc::O_NOFOLLOW),
-                        fd,
-                        name,
-                    );
+                    next = pin_dir_raw(fd, name);
                     if next < 0 {
                         return Err(io::Error::last_os_error());
                     }
