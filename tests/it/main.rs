@@ -11,6 +11,7 @@ mod corpus;
 mod engine_faults;
 mod harness;
 mod http_shape;
+mod jobs_sandbox;
 mod mcp;
 mod openapi;
 mod pool;
