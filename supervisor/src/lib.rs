@@ -44,6 +44,8 @@
 //! supervisor announcing [`FEATURE_JOBS`]), so every runner image keeps working with a newer
 //! service and the other way round.
 
+#![warn(unreachable_pub)]
+
 pub mod job;
 mod stream;
 

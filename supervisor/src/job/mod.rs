@@ -23,6 +23,7 @@
 //!   it whatever happens (steps never reported become `skipped`), so a result is never partial.
 
 mod check;
+mod checked;
 pub mod diff;
 pub mod env;
 mod maxima;
@@ -32,9 +33,9 @@ pub mod paths;
 mod result;
 mod types;
 
-pub use check::{
-    ArtifactPattern, CheckedAction, CheckedJob, CheckedStep, CommandCheck, Rejection, check,
-    check_with, command_check,
+pub use check::{check, check_with, command_check};
+pub use checked::{
+    ArtifactPattern, CheckedAction, CheckedJob, CheckedStep, CommandCheck, Rejection,
 };
 pub use maxima::{HARD_MAX_MESSAGE, Maxima};
 pub use mime::mime_type;
