@@ -137,4 +137,8 @@ impl Sink for Frames {
         };
         emit_message(FrameKind::StepEnd, &json(&end)?)
     }
+
+    fn is_host_stream(&self) -> bool {
+        true
+    }
 }

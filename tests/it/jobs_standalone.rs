@@ -4,9 +4,8 @@
 use scriptgate::sandbox::job::{ErrorType, JobResult, JobStatus};
 use serde_json::{Value, json};
 
+use crate::harness;
 use crate::jobs_sandbox::{command_output, five_steps, job, sha256};
-
-const IMAGE: &str = "scriptgate-runner:latest";
 
 /// `docker run` flags of the runner contract, for the agent on its own.
 fn docker_run(extra: &[&str]) -> std::process::Command {
@@ -58,7 +57,7 @@ async fn the_agent_runs_standalone_in_file_mode() {
     let mut command = docker_run(&[
         "-v",
         &format!("{}:/job", dir.path().display()),
-        IMAGE,
+        &harness::runner_image(),
         "job",
         "--file",
     ]);
@@ -106,7 +105,7 @@ async fn the_agent_runs_standalone_in_file_mode() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agent_runs_standalone_in_stdin_mode() {
     let run = |job: Value| async move {
-        let mut command = docker_run(&[IMAGE, "job", "--stdin"]);
+        let mut command = docker_run(&[&harness::runner_image(), "job", "--stdin"]);
         command
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

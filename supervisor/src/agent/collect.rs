@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::io::Read as _;
+use std::time::Instant;
 
 use scriptgate_supervisor::job::paths::JobPath;
 use scriptgate_supervisor::job::{ArtifactEntry, ArtifactPattern, JobError, Maxima, mime_type};
@@ -20,11 +21,13 @@ pub(crate) trait ArtifactOut {
     fn end(&mut self, end: &ArtifactEnd) -> Result<(), String>;
 }
 
-/// Collects every pattern's files into `out`; `Err` only when `out` fails.
+/// Collects every pattern's files into `out` until `deadline` (a file cut short by it is ended
+/// cleanly and reported as a timeout, so the stream is never torn); `Err` only when `out` fails.
 pub(crate) fn collect(
     roots: &Roots,
     patterns: &[ArtifactPattern],
     maxima: &Maxima,
+    deadline: Instant,
     out: &mut dyn ArtifactOut,
 ) -> Result<Vec<ArtifactEntry>, String> {
     let mut entries = Vec::new();
@@ -51,7 +54,11 @@ pub(crate) fn collect(
                 entries.push(ArtifactEntry::failed(path.to_string(), e));
                 continue;
             }
-            let entry = send(roots, &path, maxima, &mut total, out)?;
+            if Instant::now() >= deadline {
+                entries.push(ArtifactEntry::failed(path.to_string(), late()));
+                continue;
+            }
+            let entry = send(roots, &path, maxima, &mut total, deadline, out)?;
             count += usize::from(entry.error.is_none());
             entries.push(entry);
         }
@@ -60,11 +67,19 @@ pub(crate) fn collect(
 }
 
 /// One file: its entry (an error entry when it cannot be returned).
+fn late() -> JobError {
+    JobError::new(
+        scriptgate_supervisor::job::ErrorType::Timeout,
+        "artifact collection ran out of time",
+    )
+}
+
 fn send(
     roots: &Roots,
     path: &JobPath,
     maxima: &Maxima,
     total: &mut u64,
+    deadline: Instant,
     out: &mut dyn ArtifactOut,
 ) -> Result<ArtifactEntry, String> {
     let failed = |e: JobError| Ok(ArtifactEntry::failed(path.to_string(), e));
@@ -96,6 +111,10 @@ fn send(
     let mut sent = 0u64;
     let mut read_error = None;
     while sent < meta.size {
+        if Instant::now() >= deadline {
+            read_error = Some(late());
+            break;
+        }
         let want = usize::try_from(meta.size - sent)
             .unwrap_or(usize::MAX)
             .min(buf.len());
@@ -117,6 +136,8 @@ fn send(
     out.end(&ArtifactEnd {
         sha256: sha256.clone(),
     })?;
+    // A file cut short ends with its (partial) hash: the receiver sees the size fall short and
+    // drops it.
     if let Some(e) = read_error {
         return failed(e);
     }
@@ -317,6 +338,10 @@ mod tests {
             .to_vec()
     }
 
+    fn far() -> Instant {
+        Instant::now() + std::time::Duration::from_secs(3600)
+    }
+
     fn setup() -> (tempfile::TempDir, std::path::PathBuf, Roots) {
         let dir = tempfile::tempdir().expect("tempdir");
         let ws = dir.path().join("ws");
@@ -341,6 +366,7 @@ mod tests {
                 "/workspace/**/b.png",
             ]),
             &Maxima::default(),
+            far(),
             &mut kept,
         )
         .expect("collects");
@@ -364,6 +390,28 @@ mod tests {
     }
 
     #[test]
+    fn a_passed_deadline_ends_files_cleanly_as_timeouts() {
+        let (_d, ws, roots) = setup();
+        std::fs::write(ws.join("a.txt"), "a").expect("a");
+        std::fs::write(ws.join("b.txt"), "b").expect("b");
+        let mut kept = Kept::default();
+        let entries = collect(
+            &roots,
+            &patterns(&["/workspace/*.txt"]),
+            &Maxima::default(),
+            Instant::now(),
+            &mut kept,
+        )
+        .expect("collects");
+        let kinds: Vec<Option<ErrorType>> = entries
+            .iter()
+            .map(|e| e.error.as_ref().map(|e| e.kind))
+            .collect();
+        assert_eq!(kinds, [Some(ErrorType::Timeout), Some(ErrorType::Timeout)]);
+        assert!(kept.files.is_empty(), "nothing begun");
+    }
+
+    #[test]
     fn symlinks_directories_and_missing_files_are_per_artifact_errors() {
         let (_d, ws, roots) = setup();
         std::os::unix::fs::symlink("/etc/passwd", ws.join("link.txt")).expect("link");
@@ -376,6 +424,7 @@ mod tests {
                 "/workspace/none.txt",
             ]),
             &Maxima::default(),
+            far(),
             &mut kept,
         )
         .expect("collects");
@@ -408,6 +457,7 @@ mod tests {
             &roots,
             &patterns(&["/workspace/many/*.txt"]),
             &Maxima::default(),
+            far(),
             &mut kept,
         )
         .expect("collects");
@@ -425,6 +475,7 @@ mod tests {
             &roots,
             &patterns(&["/workspace/many/*.txt"]),
             &few,
+            far(),
             &mut kept,
         )
         .expect("collects");

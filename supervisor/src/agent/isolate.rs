@@ -33,54 +33,69 @@ pub(crate) enum OpError {
     Out(String),
 }
 
-/// The child's end: frames written to the pipe (blocking).
+/// Where a child's artifact frames go: through the pipe to the supervisor (which hands them to
+/// its sink), or, when that sink is the host's stream anyway, straight to it (stdout): the bytes
+/// then skip a copy through the supervisor, which only waits meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    Pipe,
+    HostStream,
+}
+
+/// The child's end: frames written to the pipe, or artifact frames to the host (blocking).
 pub(crate) struct OpChannel {
     fd: OwnedFd,
+    route: Route,
 }
 
 impl OpChannel {
     fn send(&mut self, kind: FrameKind, payload: &[u8]) -> Result<(), String> {
-        let mut wire = Vec::with_capacity(payload.len() + 16);
-        encode_message(kind, payload, &mut wire);
-        let mut at = 0;
-        while at < wire.len() {
-            // SAFETY: writing from a live slice of its own length to a descriptor we own.
-            let n = unsafe {
-                libc::write(
-                    self.fd.as_raw_fd(),
-                    wire[at..].as_ptr().cast(),
-                    wire.len() - at,
-                )
-            };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(format!("writing to the supervisor: {e}"));
-            }
-            at += n as usize;
-        }
-        Ok(())
+        write_all(self.fd.as_raw_fd(), kind, payload)
     }
 
-    fn json(&mut self, kind: FrameKind, value: &impl Serialize) -> Result<(), String> {
-        let payload = serde_json::to_vec(value).map_err(|e| e.to_string())?;
-        self.send(kind, &payload)
+    fn artifact(&mut self, kind: FrameKind, payload: &[u8]) -> Result<(), String> {
+        match self.route {
+            Route::Pipe => self.send(kind, payload),
+            Route::HostStream => write_all(libc::STDOUT_FILENO, kind, payload),
+        }
     }
+}
+
+fn to_json(value: &impl Serialize) -> Result<Vec<u8>, String> {
+    serde_json::to_vec(value).map_err(|e| e.to_string())
+}
+
+/// One message as frames on `fd`, written whole (blocking).
+fn write_all(fd: libc::c_int, kind: FrameKind, payload: &[u8]) -> Result<(), String> {
+    let mut wire = Vec::with_capacity(payload.len() + 16);
+    encode_message(kind, payload, &mut wire);
+    let mut at = 0;
+    while at < wire.len() {
+        // SAFETY: writing from a live slice of its own length to an open descriptor.
+        let n = unsafe { libc::write(fd, wire[at..].as_ptr().cast(), wire.len() - at) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(format!("writing a frame: {e}"));
+        }
+        at += n as usize;
+    }
+    Ok(())
 }
 
 impl ArtifactOut for OpChannel {
     fn begin(&mut self, begin: &ArtifactBegin) -> Result<(), String> {
-        self.json(FrameKind::ArtifactBegin, begin)
+        self.artifact(FrameKind::ArtifactBegin, &to_json(begin)?)
     }
 
     fn data(&mut self, chunk: &[u8]) -> Result<(), String> {
-        self.send(FrameKind::ArtifactData, chunk)
+        self.artifact(FrameKind::ArtifactData, chunk)
     }
 
     fn end(&mut self, end: &ArtifactEnd) -> Result<(), String> {
-        self.json(FrameKind::ArtifactEnd, end)
+        self.artifact(FrameKind::ArtifactEnd, &to_json(end)?)
     }
 }
 
@@ -90,6 +105,7 @@ pub(crate) fn run<T: Serialize + DeserializeOwned>(
     rt: &mut Runtime,
     deadline: Instant,
     out: &mut dyn ArtifactOut,
+    route: Route,
     work: impl FnOnce(&mut OpChannel) -> T,
 ) -> Result<T, OpError> {
     let (read, write) = sys::pipe().map_err(OpError::Lost)?;
@@ -103,7 +119,7 @@ pub(crate) fn run<T: Serialize + DeserializeOwned>(
     }
     if pid == 0 {
         drop(read);
-        child(rt, OpChannel { fd: write }, work);
+        child(rt, OpChannel { fd: write, route }, work);
     }
     drop(write);
     sys::set_nonblocking(&read).map_err(OpError::Lost)?;
@@ -142,7 +158,7 @@ fn child<T: Serialize>(
     }
     let done = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let value = work(&mut channel);
-        channel.json(RESULT, &value)
+        channel.send(RESULT, &to_json(&value)?)
     }));
     let code = match done {
         Ok(Ok(())) => 0,

@@ -37,11 +37,17 @@ use crate::usage;
 
 /// How long artifact collection may take after the steps (also after a timeout).
 pub(crate) const ARTIFACT_TIME: Duration = Duration::from_secs(60);
+/// Beyond its own deadline, how long a collecting child has to end before it is killed.
+const KILL_GRACE: Duration = Duration::from_secs(10);
 
 /// Where a job's progress goes.
 pub(crate) trait Sink: ArtifactOut {
     fn step_started(&mut self, index: usize, step: &CheckedStep) -> Result<(), String>;
     fn step_finished(&mut self, index: usize, result: &StepResult) -> Result<(), String>;
+    /// The sink is the host's stream (stdout): artifact frames may be written there directly.
+    fn is_host_stream(&self) -> bool {
+        false
+    }
 }
 
 /// What the agent runs with: where the roots are, the image's PATH and base environment, the
@@ -199,7 +205,7 @@ fn execute(
     let roots = rt.roots.clone();
     let action = step.step.action.clone();
     let plan = step.plan.clone();
-    let done = isolate::run(rt, deadline, sink, move |_| {
+    let done = isolate::run(rt, deadline, sink, isolate::Route::Pipe, move |_| {
         file_step(&roots, &action, &plan, allow_overwrite)
     });
     Ok(match done {
@@ -254,8 +260,15 @@ fn artifacts(
     let roots = rt.roots.clone();
     let patterns = job.artifacts().to_vec();
     let maxima = job.maxima().clone();
-    let done = isolate::run(rt, Instant::now() + ARTIFACT_TIME, sink, move |channel| {
-        collect::collect(&roots, &patterns, &maxima, channel)
+    let route = if sink.is_host_stream() {
+        isolate::Route::HostStream
+    } else {
+        isolate::Route::Pipe
+    };
+    // The child stops itself at the deadline (never mid-frame); it is killed only past a grace.
+    let deadline = Instant::now() + ARTIFACT_TIME;
+    let done = isolate::run(rt, deadline + KILL_GRACE, sink, route, move |channel| {
+        collect::collect(&roots, &patterns, &maxima, deadline, channel)
     });
     let failed = |e: JobError| {
         job.artifacts()
