@@ -9,7 +9,8 @@
 //!    without its artifacts.
 //!
 //! Run: `scripts/prepare.sh --release && cargo bench --bench jobs` (the runner image must carry
-//! a supervisor that runs jobs). Figures are printed, never asserted: the machine is shared.
+//! a supervisor that runs jobs; `SCRIPTGATE_RUNNER_IMAGE` names another image than the default).
+//! Figures are printed, never asserted: the machine is shared.
 
 #![allow(clippy::print_stdout)] // printing the figures is what this file is for
 
@@ -25,7 +26,10 @@ use serde_json::{Value, json};
 
 const ROUNDS: usize = 30;
 const ARTIFACT_ROUNDS: usize = 8;
-const IMAGE: &str = "scriptgate-runner:latest";
+/// The runner image (`SCRIPTGATE_RUNNER_IMAGE` on an engine shared by several checkouts).
+fn image() -> String {
+    std::env::var("SCRIPTGATE_RUNNER_IMAGE").unwrap_or_else(|_| "scriptgate-runner:latest".into())
+}
 
 fn checked(value: Value) -> JobRun {
     let parsed = job::parse_value(&value).expect("a well-formed job");
@@ -151,10 +155,12 @@ fn docker(args: &[&str]) -> String {
 /// `docker cp` of the same 50 MB out of a running container (its writable layer).
 fn docker_cp() -> Vec<Duration> {
     let name = format!("bench-jobs-cp-{}", std::process::id());
+    // In the container's own layer (no tmpfs at /tmp there): `docker cp` reads layers and volumes.
     let script = format!(
         "{}\nimport time\ntime.sleep(3600)\n",
-        MAKE_FILES.replace("/workspace", "/data")
+        MAKE_FILES.replace("/workspace", "/tmp/data")
     );
+    let _remove = RemoveOnDrop(name.clone());
     docker(&[
         "run",
         "-d",
@@ -168,9 +174,9 @@ fn docker_cp() -> Vec<Duration> {
         "python3",
         "--label",
         "scriptgate.bench=jobs",
-        IMAGE,
+        &image(),
         "-c",
-        &format!("import os\nos.makedirs('/data', exist_ok=True)\n{script}"),
+        &script,
     ]);
     let ready = Instant::now() + Duration::from_secs(60);
     while docker(&[
@@ -178,7 +184,7 @@ fn docker_cp() -> Vec<Duration> {
         &name,
         "python3",
         "-c",
-        "import os; print(sum(os.path.getsize(f'/data/big/{i}.bin') for i in range(3)) if os.path.exists('/data/big/2.bin') else 0)",
+        "import os; print(sum(os.path.getsize(f'/tmp/data/big/{i}.bin') for i in range(3)) if os.path.exists('/tmp/data/big/2.bin') else 0)",
     ]) != "50000000"
     {
         assert!(Instant::now() < ready, "the files did not appear");
@@ -191,13 +197,21 @@ fn docker_cp() -> Vec<Duration> {
         let started = Instant::now();
         docker(&[
             "cp",
-            &format!("{name}:/data/big"),
+            &format!("{name}:/tmp/data/big"),
             &target.to_string_lossy(),
         ]);
         samples.push(started.elapsed());
     }
-    docker(&["rm", "-f", &name]);
     samples
+}
+
+/// Removes the `docker cp` container however the benchmark ends.
+struct RemoveOnDrop(String);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rm", "-f", &self.0]).output();
+    }
 }
 
 fn main() {
@@ -208,6 +222,8 @@ fn main() {
     runtime.block_on(async {
         let mut config = DockerConfig {
             instance: format!("bench-jobs-{}", std::process::id()),
+            python_image: image(),
+            bash_image: image(),
             ..DockerConfig::default()
         };
         config.pool.size = 2;
@@ -216,18 +232,18 @@ fn main() {
             ..builtin_data()
         }];
         let sandbox = DockerSandbox::start(config).await.expect("the sandbox starts");
-        let (scripts, jobs) = script_vs_job(&sandbox).await;
-        let (without, with) = artifacts(&sandbox).await;
-        sandbox.shutdown().await;
-        let cp = docker_cp();
         let row = |name: &str, s: &[Duration]| {
             println!("{name:<44} p50 {:>8.1} ms   p95 {:>8.1} ms   (n={})", ms(percentile(s, 0.5)), ms(percentile(s, 0.95)), s.len());
         };
+        let (scripts, jobs) = script_vs_job(&sandbox).await;
         println!("\n== jobs at the sandbox level (warm containers) ==");
         row("single warm script run (print(1))", &scripts);
         row("5-step job (write, run, diff, read, list)", &jobs);
         println!("ratio of p50: {:.2}x (goal <= 3x)",
             percentile(&jobs, 0.5).as_secs_f64() / percentile(&scripts, 0.5).as_secs_f64());
+        let (without, with) = artifacts(&sandbox).await;
+        sandbox.shutdown().await;
+        let cp = docker_cp();
         println!("\n== 50 MB of artifacts (3 files) ==");
         row("job making the files, no artifacts", &without);
         row("same job returning them as artifacts", &with);
