@@ -9,7 +9,7 @@
 //!    without its artifacts.
 //!
 //! Run: `scripts/prepare.sh --release && cargo bench --bench jobs` (the runner image must carry
-//! a supervisor that runs jobs; `SCRIPTGATE_RUNNER_IMAGE` names another image than the default).
+//! a supervisor that runs jobs; `RUNNER_IMAGE_UNDER_TEST` names another image than the default).
 //! Figures are printed, never asserted: the machine is shared.
 
 #![allow(clippy::print_stdout)] // printing the figures is what this file is for
@@ -26,9 +26,9 @@ use serde_json::{Value, json};
 
 const ROUNDS: usize = 30;
 const ARTIFACT_ROUNDS: usize = 8;
-/// The runner image (`SCRIPTGATE_RUNNER_IMAGE` on an engine shared by several checkouts).
+/// The runner image (`RUNNER_IMAGE_UNDER_TEST` on an engine shared by several checkouts).
 fn image() -> String {
-    std::env::var("SCRIPTGATE_RUNNER_IMAGE").unwrap_or_else(|_| "scriptgate-runner:latest".into())
+    std::env::var("RUNNER_IMAGE_UNDER_TEST").unwrap_or_else(|_| "scriptgate-runner:latest".into())
 }
 
 fn checked(value: Value) -> JobRun {

@@ -195,9 +195,10 @@ pub fn remove_instance_now(instance: &str) {
 }
 
 /// The runner image to test, when not the default one: on an engine shared by several
-/// checkouts, `SCRIPTGATE_RUNNER_IMAGE` names the image built from this tree (by its hash tag).
+/// checkouts, `RUNNER_IMAGE_UNDER_TEST` names the image built from this tree (by its hash tag).
+/// (Not `SCRIPTGATE_…`: the service reads every variable with that prefix as configuration.)
 pub fn runner_image() -> String {
-    std::env::var("SCRIPTGATE_RUNNER_IMAGE")
+    std::env::var("RUNNER_IMAGE_UNDER_TEST")
         .unwrap_or_else(|_| scriptgate::sandbox::docker::images::DEFAULT_IMAGE.to_string())
 }
 
