@@ -164,7 +164,10 @@ async fn a_failing_command_ends_the_job_and_artifacts_are_still_collected() {
     assert_eq!(outcome.files.len(), 1, "{:?}", r.artifacts);
     assert_eq!(outcome.files[0].read_all().expect("bytes"), b"partial");
 
-    // continue_on_error: the failure stays on its step, the job goes on.
+    // continue_on_error: the failure stays on its step, the job goes on; stdin, environment and
+    // working directory reach the command.
+    let echo =
+        "import os, sys; print(sys.stdin.read().upper(), os.environ['GREETING'], os.getcwd())";
     let outcome = run(
         &sandbox,
         job(
@@ -172,7 +175,9 @@ async fn a_failing_command_ends_the_job_and_artifacts_are_still_collected() {
             json!([
                 {"id": "fail", "type": "run_command", "continue_on_error": true,
                     "arguments": {"command": "python3", "args": ["-c", "raise SystemExit(1)"]}},
-                {"id": "next", "type": "list_tree", "arguments": {"path": "/workspace"}}
+                {"id": "dir", "type": "write_file", "arguments": {"path": "sub/.keep", "content": ""}},
+                {"id": "echo", "type": "run_command", "arguments": {"command": "python3", "args": ["-c", echo],
+                    "stdin": "abc", "env": {"GREETING": "hi"}, "working_dir": "/workspace/sub"}}
             ]),
             &[],
         ),
@@ -180,9 +185,17 @@ async fn a_failing_command_ends_the_job_and_artifacts_are_still_collected() {
     .await;
     assert_eq!(
         statuses(&outcome.result),
-        [StepStatus::Failure, StepStatus::Success]
+        [
+            StepStatus::Failure,
+            StepStatus::Success,
+            StepStatus::Success
+        ]
     );
     assert_eq!(outcome.result.status, JobStatus::Success);
+    assert_eq!(
+        command_output(&outcome.result, 2).stdout,
+        "ABC hi /workspace/sub\n"
+    );
     sandbox.shutdown().await;
 }
 
