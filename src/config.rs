@@ -240,11 +240,21 @@ impl Config {
             return bad("validation.max_chars must be at least 1");
         }
         let l = &self.sandbox.limits;
-        if l.memory_mb < 16 || l.cpus <= 0.0 || l.pids < 8 || l.tmpfs_mb == 0 || l.nofile < 16 {
+        if l.memory_mb < 16
+            || l.cpus <= 0.0
+            || l.pids < 8
+            || l.tmpfs_mb == 0
+            || l.workspace_mb == 0
+            || l.nofile < 16
+        {
             return bad(
-                "sandbox.limits: memory_mb >= 16, cpus > 0, pids >= 8, tmpfs_mb >= 1, nofile >= 16",
+                "sandbox.limits: memory_mb >= 16, cpus > 0, pids >= 8, tmpfs_mb >= 1, workspace_mb >= 1, nofile >= 16",
             );
         }
+        self.sandbox
+            .jobs
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("sandbox.jobs: {e}")))?;
         self.sandbox
             .resolved_profiles()
             .map_err(ConfigError::Invalid)?;

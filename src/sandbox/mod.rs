@@ -2,10 +2,14 @@
 //! and always removed. Validation is defence in depth; this is the boundary.
 //!
 //! [`Runner`] is the seam the rest of the service depends on; [`docker::DockerSandbox`] implements
-//! it against a real engine (and is the only code that talks to Docker).
+//! it against a real engine (and is the only code that talks to Docker). A [`Lease`] runs either a
+//! script ([`Lease::run`]) or a job of the job protocol ([`Lease::run_job`], [`jobs`]).
+
+#![warn(unreachable_pub)]
 
 pub mod docker;
 pub mod egress;
+pub mod jobs;
 mod output;
 pub mod profiles;
 
@@ -19,6 +23,7 @@ pub use crate::domain::record::Provenance;
 use crate::domain::script::Language;
 use crate::domain::verdict::{Severity, Verdict};
 use crate::domain::work::ScriptRun;
+pub use jobs::{ArtifactFile, JobOutcome, JobRun, job};
 pub use output::CappedText;
 pub use scriptgate_supervisor::Usage;
 
@@ -29,8 +34,11 @@ pub struct Limits {
     pub memory_mb: u64,
     pub cpus: f64,
     pub pids: i64,
-    /// Size of the tmpfs at /tmp, the only writable place; also the largest file (fsize).
+    /// Size of the tmpfs at /tmp.
     pub tmpfs_mb: u64,
+    /// Size of the tmpfs at /workspace (jobs' files); the largest file (fsize) is the larger of
+    /// the two. /tmp, /workspace and /dev/shm are the only writable places.
+    pub workspace_mb: u64,
     pub shm_mb: u64,
     pub nofile: i64,
     /// Bytes of stdout and of stderr kept per run; the rest is discarded and flagged.
@@ -48,6 +56,7 @@ impl Default for Limits {
             cpus: 1.0,
             pids: 100,
             tmpfs_mb: 64,
+            workspace_mb: 256,
             shm_mb: 64,
             nofile: 1024,
             output_bytes: 1 << 20,
@@ -157,7 +166,7 @@ pub struct OutputFile {
     pub data: Vec<u8>,
 }
 
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum SandboxError {
     /// The engine cannot be reached (stopped, socket missing, connection refused).
     #[error("container engine unavailable: {0}")]
@@ -169,7 +178,29 @@ pub enum SandboxError {
     StartFailed(String),
     /// The engine answered with an error we do not expect.
     #[error("container engine error: {0}")]
-    Engine(String),
+    Engine(#[source] EngineFault),
+}
+
+/// An engine error, kept whole (with its own sources) for logs.
+#[derive(Debug, Clone)]
+pub struct EngineFault(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl EngineFault {
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        EngineFault(std::sync::Arc::new(error))
+    }
+}
+
+impl std::fmt::Display for EngineFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for EngineFault {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 /// Whether the sandbox can take runs now.
@@ -216,6 +247,15 @@ pub trait Lease: std::fmt::Debug + Send {
     fn warm(&self) -> bool;
     /// Runs the script; always yields an outcome (a dying sandbox is part of the outcome).
     fn run(self: Box<Self>, spec: RunSpec) -> BoxFuture<'static, RunOutcome>;
+    /// Runs a job instead of a script; always yields an outcome with a complete result (a dying
+    /// sandbox is part of it). Leases that cannot run jobs answer with an `internal_error`.
+    fn run_job(self: Box<Self>, run: JobRun) -> BoxFuture<'static, JobOutcome> {
+        let id = self.execution_id();
+        Box::pin(async move {
+            let error = job::JobError::internal("this sandbox does not run jobs");
+            JobOutcome::not_run(&run, id, error)
+        })
+    }
 }
 
 /// Runs scripts in isolated, one-use environments.
@@ -256,9 +296,26 @@ pub trait RunnerExt: Runner {
             Ok(lease.run(request.spec).await)
         })
     }
+
+    /// A job in the runner profile it names (or the default one), in a fresh or warm container.
+    fn run_job(&self, run: JobRun) -> BoxFuture<'_, Result<JobOutcome, SandboxError>> {
+        Box::pin(async move {
+            let profile = run
+                .job()
+                .profile()
+                .unwrap_or(profiles::DEFAULT_PROFILE)
+                .to_string();
+            let lease = self.acquire_in(&profile, JOB_LANGUAGE, None).await?;
+            Ok(lease.run_job(run).await)
+        })
+    }
 }
 
 impl<T: Runner + ?Sized> RunnerExt for T {}
+
+/// The language whose container a job runs in: Bash, whose containers start no interpreter
+/// before a script arrives, so nothing is discarded when a job arrives instead.
+pub const JOB_LANGUAGE: Language = Language::Bash;
 
 #[cfg(test)]
 mod tests {

@@ -73,17 +73,17 @@ const PREIMPORTED: &[u8] = b"\0scriptgate:preimported\n";
 
 /// A started interpreter and the parent ends of its pipes.
 #[derive(Debug)]
-pub struct Running {
-    pub pid: libc::pid_t,
-    pub stdin: Option<OwnedFd>,
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+pub(crate) struct Running {
+    pub(crate) pid: libc::pid_t,
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
     /// Python only: where the script is written (fd 3 in the child).
-    pub code: Option<OwnedFd>,
+    pub(crate) code: Option<OwnedFd>,
 }
 
 #[derive(Debug)]
-pub enum Launch {
+pub(crate) enum Launch {
     /// Already running, waiting for its program on fd 3.
     Python(Option<Running>),
     Bash(Option<Split>),
@@ -91,7 +91,7 @@ pub enum Launch {
 
 impl Launch {
     /// `split`: run the interpreter as another uid than the supervisor's (see `identity`).
-    pub fn new(language: &str, split: Option<Split>) -> Result<Self, String> {
+    pub(crate) fn new(language: &str, split: Option<Split>) -> Result<Self, String> {
         match language {
             "python" => {
                 let (code_read, code_write) = sys::pipe()?;
@@ -111,7 +111,7 @@ impl Launch {
 
     /// Python with `SCRIPTGATE_PREIMPORT`: waits until the bootstrap has imported the modules
     /// (it writes [`PREIMPORTED`] on stdout; anything the imports printed before it is dropped).
-    pub fn wait_preimport(&self) -> Result<(), String> {
+    pub(crate) fn wait_preimport(&self) -> Result<(), String> {
         let Launch::Python(Some(running)) = self else {
             return Ok(());
         };
@@ -154,7 +154,7 @@ impl Launch {
     }
 
     /// The interpreter for `job`, started now for Bash.
-    pub fn start(&mut self, job: &Job) -> Result<Running, String> {
+    pub(crate) fn start(&mut self, job: &Job) -> Result<Running, String> {
         match self {
             Launch::Python(running) => running
                 .take()

@@ -266,11 +266,21 @@ pub fn remove_instance_now(instance: &str) {
     }
 }
 
+/// The runner image to test, when not the default one: on an engine shared by several
+/// checkouts, `RUNNER_IMAGE_UNDER_TEST` names the image built from this tree (by its hash tag).
+/// (Not `SCRIPTGATE_…`: the service reads every variable with that prefix as configuration.)
+pub fn runner_image() -> String {
+    std::env::var("RUNNER_IMAGE_UNDER_TEST")
+        .unwrap_or_else(|_| scriptgate::sandbox::docker::images::DEFAULT_IMAGE.to_string())
+}
+
 /// The sandbox alone: hostile scripts run here with validation bypassed, since the container is
 /// the boundary and must hold on its own.
 pub async fn sandbox(tweak: impl FnOnce(&mut DockerConfig)) -> DockerSandbox {
     let mut config = DockerConfig {
         instance: instance(),
+        python_image: runner_image(),
+        bash_image: runner_image(),
         ..DockerConfig::default()
     };
     config.pool.size = 0;

@@ -66,6 +66,18 @@ async fn the_engine_sees_the_hardened_configuration() {
     for opt in ["size=64m", "nosuid", "nodev", "noexec"] {
         assert!(tmp.contains(opt), "{tmp} has {opt}");
     }
+    // Jobs' files: the sandbox uid's own, nobody else's.
+    let workspace = tmpfs.get("/workspace").expect("/workspace tmpfs");
+    for opt in [
+        "size=256m".to_string(),
+        "nosuid".into(),
+        "nodev".into(),
+        "noexec".into(),
+        format!("uid={uid}"),
+        "mode=0700".into(),
+    ] {
+        assert!(workspace.contains(&opt), "{workspace} has {opt}");
+    }
     let ulimits: Vec<(String, i64)> = host
         .ulimits
         .unwrap_or_default()
@@ -73,7 +85,11 @@ async fn the_engine_sees_the_hardened_configuration() {
         .map(|u| (u.name.unwrap_or_default(), u.hard.unwrap_or(0)))
         .collect();
     assert!(ulimits.contains(&("nofile".into(), 1024)), "{ulimits:?}");
-    assert!(ulimits.contains(&("fsize".into(), 64 << 20)), "{ulimits:?}");
+    // The larger of /tmp and /workspace.
+    assert!(
+        ulimits.contains(&("fsize".into(), 256 << 20)),
+        "{ulimits:?}"
+    );
     assert_eq!(host.log_config.and_then(|l| l.typ).as_deref(), Some("none"));
     assert!(host.binds.unwrap_or_default().is_empty(), "no host mounts");
     assert!(

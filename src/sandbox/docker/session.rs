@@ -27,10 +27,10 @@ use crate::sandbox::{
 };
 
 /// What the supervisor writes to its own stderr (diagnostics only) is kept up to this size.
-const DIAGNOSTICS: u64 = 4096;
+pub(super) const DIAGNOSTICS: u64 = 4096;
 
 #[derive(Debug)]
-enum Msg {
+pub(super) enum Msg {
     Frame(FrameKind, Vec<u8>),
     /// The supervisor's own stderr (it never carries script output).
     Diagnostic(Bytes),
@@ -54,16 +54,18 @@ pub(crate) struct Prepared {
     pub execution_id: Uuid,
     pub language: Language,
     pub ready_at: Instant,
-    rx: mpsc::Receiver<Msg>,
-    input: Pin<Box<dyn AsyncWrite + Send>>,
+    pub(super) rx: mpsc::Receiver<Msg>,
+    pub(super) input: Pin<Box<dyn AsyncWrite + Send>>,
     _reader: AbortOnDrop,
     _removal: Removal,
-    create: Duration,
-    start: Duration,
-    warm: bool,
-    provenance: Provenance,
+    pub(super) create: Duration,
+    pub(super) start: Duration,
+    pub(super) warm: bool,
+    pub(super) provenance: Provenance,
     /// Files to ask the supervisor for (profiles with plots).
     files: Option<ArtifactRequest>,
+    /// What the supervisor announced it can do beyond a script (`Ready::features`).
+    pub(super) features: Vec<String>,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -113,7 +115,7 @@ async fn read_frames(
     }
 }
 
-fn message_of(payload: &[u8]) -> String {
+pub(super) fn message_of(payload: &[u8]) -> String {
     serde_json::from_slice::<Failure>(payload)
         .map(|f| f.message)
         .unwrap_or_else(|_| String::from_utf8_lossy(payload).into_owned())
@@ -122,7 +124,7 @@ fn message_of(payload: &[u8]) -> String {
 impl Prepared {
     /// Takes over an attached, started container and waits for its supervisor's `Ready`, which
     /// must confirm `script_uid` when the script is to run apart from its supervisor.
-    pub async fn ready(
+    pub(super) async fn ready(
         id: String,
         execution_id: Uuid,
         language: Language,
@@ -148,6 +150,7 @@ impl Prepared {
             warm: false,
             provenance: Provenance::default(),
             files: None,
+            features: Vec::new(),
         };
         let mut diagnostics = CappedText::new(DIAGNOSTICS);
         let wait = async {
@@ -164,6 +167,7 @@ impl Prepared {
                             )));
                         }
                         prepared.provenance.supervisor_version = ready.supervisor_version;
+                        prepared.features = ready.features;
                         if ready.script_uid != script_uid {
                             return Err(SandboxError::StartFailed(format!(
                                 "the supervisor runs the script as uid {:?}, the service expects {script_uid:?}: rebuild the images",
@@ -206,7 +210,7 @@ impl Prepared {
 
     /// Records what runs the script (the supervisor version comes from its `Ready`) and which
     /// files to return.
-    pub fn with_origin(
+    pub(super) fn with_origin(
         mut self,
         profile: &str,
         image: &str,
@@ -220,31 +224,31 @@ impl Prepared {
         self
     }
 
-    pub fn with_timings(mut self, create: Duration, start: Duration) -> Self {
+    pub(super) fn with_timings(mut self, create: Duration, start: Duration) -> Self {
         self.create = create;
         self.start = start;
         self
     }
 
     /// Marks a container taken from the warm pool: its start-up happened before the request.
-    pub fn into_warm(mut self) -> Self {
+    pub(super) fn into_warm(mut self) -> Self {
         self.warm = true;
         self.create = Duration::ZERO;
         self.start = Duration::ZERO;
         self
     }
 
-    pub fn is_warm(&self) -> bool {
+    pub(super) fn is_warm(&self) -> bool {
         self.warm
     }
 
     /// Whether the container is still there (its attach stream has not ended).
-    pub fn alive(&self) -> bool {
+    pub(super) fn alive(&self) -> bool {
         !self.rx.is_closed()
     }
 
     /// Runs the job; always yields an outcome (failures of the container are part of it).
-    pub async fn execute(
+    pub(super) async fn execute(
         mut self,
         request: &RunSpec,
         cleaner: &Arc<Cleaner>,
@@ -295,6 +299,8 @@ impl Prepared {
                         },
                         Some(Msg::Frame(FrameKind::Failure, p)) => break End::Lost(message_of(&p)),
                         Some(Msg::Frame(FrameKind::Ready, _)) => break End::Lost("unexpected second ready frame".into()),
+                        // Job frames: only a job asks for them.
+                        Some(Msg::Frame(kind, _)) => break End::Lost(format!("unexpected {kind:?} frame in a script run")),
                         Some(Msg::Diagnostic(b)) => diagnostics.push(&b),
                         Some(Msg::Broken(e)) => break End::Lost(e),
                         None => break End::Lost("the container stopped without reporting an exit".into()),
