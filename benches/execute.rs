@@ -6,7 +6,6 @@
 
 #![allow(clippy::print_stdout)] // printing the figures is what this file is for
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,35 +16,32 @@ const IMAGE: &str = "scriptgate-runner:latest";
 const PACED: usize = 120;
 const PACE: Duration = Duration::from_millis(250);
 
+/// The tests' process fixture: it hands the service a listener it bound itself.
+#[allow(dead_code)] // the benchmark needs only part of it
+#[path = "../tests/it/process.rs"]
+mod process;
+
 struct Service {
-    child: Child,
+    process: process::Process,
     url: String,
     client: reqwest::Client,
+    _data: tempfile::TempDir,
 }
 
 impl Service {
     async fn start(pool: usize) -> Service {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("free port");
-        let child = Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .env(
-                "SCRIPTGATE_SANDBOX__INSTANCE",
-                format!("bench-{}", std::process::id()),
-            )
-            .env("SCRIPTGATE_SANDBOX__POOL__SIZE", pool.to_string())
+        let data = tempfile::tempdir().expect("data dir");
+        let process = process::Spawn::new(&format!("bench-{}", std::process::id()), data.path())
+            .env("SCRIPTGATE_SANDBOX__POOL__SIZE", &pool.to_string())
             .env("SCRIPTGATE_EXECUTION__MAX_CONCURRENT", "50")
             .env("SCRIPTGATE_EXECUTION__MAX_QUEUE", "200")
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the service");
+            .inherit_stderr()
+            .start();
         let service = Service {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
+            url: process.url(""),
+            process,
+            _data: data,
             client: reqwest::Client::builder()
                 .pool_max_idle_per_host(64)
                 .build()
@@ -91,12 +87,12 @@ impl Service {
     }
 
     fn rss_mb(&self) -> f64 {
-        proc_status(self.child.id(), "VmRSS:") / 1024.0
+        proc_status(self.process.id(), "VmRSS:") / 1024.0
     }
 
     fn cpu_secs(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.process.id()))
+            .unwrap_or_default();
         let fields: Vec<&str> = stat
             .rsplit(')')
             .next()
@@ -114,10 +110,9 @@ impl Service {
         ticks / 100.0
     }
 
+    /// A graceful stop (SIGTERM): the service removes its containers.
     fn stop(mut self) {
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
+        self.process.terminate();
     }
 }
 

@@ -8,7 +8,7 @@
 
 #![allow(clippy::print_stdout)] // printing the figures is what this file is for
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -20,38 +20,32 @@ const PLOT_SCRIPT: &str = "import matplotlib.pyplot as plt\nplt.figure(figsize=(
 const RUNS: usize = 20;
 const PAUSE: Duration = Duration::from_millis(1500);
 
+/// The tests' process fixture: it hands the service a listener it bound itself.
+#[allow(dead_code)] // the benchmark needs only part of it
+#[path = "../tests/it/process.rs"]
+mod process;
+
 struct Service {
-    child: Child,
+    process: process::Process,
     url: String,
     client: reqwest::Client,
+    _data: tempfile::TempDir,
 }
 
 impl Service {
     async fn start(pool: usize) -> Service {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("free port");
-        let child = Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .env(
-                "SCRIPTGATE_SANDBOX__INSTANCE",
-                format!("bench-prof-{}", std::process::id()),
-            )
-            .env("SCRIPTGATE_SANDBOX__POOL__SIZE", pool.to_string())
-            .env(
-                "SCRIPTGATE_DATA_DIR",
-                std::env::temp_dir().join(format!("bench-prof-{}", std::process::id())),
-            )
+        let data = tempfile::tempdir().expect("data dir");
+        let instance = format!("bench-prof-{}", std::process::id());
+        let process = process::Spawn::new(&instance, data.path())
+            .env("SCRIPTGATE_SANDBOX__POOL__SIZE", &pool.to_string())
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the service");
+            .inherit_stderr()
+            .start();
         let service = Service {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
+            url: process.url(""),
+            process,
             client: reqwest::Client::new(),
+            _data: data,
         };
         service.wait_pools(pool).await;
         service
@@ -111,10 +105,9 @@ impl Service {
         (latencies, warm)
     }
 
+    /// A graceful stop (SIGTERM): the service removes its containers.
     fn stop(mut self) {
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
+        self.process.terminate();
     }
 }
 

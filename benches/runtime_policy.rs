@@ -8,17 +8,20 @@
 //! - 100,000 `open`+`close` of one file (the script times its own loop: the per-operation cost).
 //!
 //! Run: `cargo bench --bench runtime_policy` after `scriptgate images build` (the image is
-//! `TEST_RUNNER_IMAGE` when set). Figures are printed, never asserted: the machine is
+//! `RUNNER_IMAGE_UNDER_TEST` when set). Figures are printed, never asserted: the machine is
 //! shared and noisy.
 
 #![allow(clippy::print_stdout)] // printing the figures is what this file is for
 
 use std::time::{Duration, Instant};
 
-use scriptgate::domain::script::Language;
+use scriptgate::domain::script::{Language, Script};
+use scriptgate::domain::verdict::Verdict;
+use scriptgate::domain::work::ScriptRun;
 use scriptgate::policy::Policies;
 use scriptgate::sandbox::docker::images::DEFAULT_IMAGE;
 use scriptgate::sandbox::docker::{DockerConfig, DockerSandbox};
+use scriptgate::sandbox::profiles::DEFAULT_PROFILE;
 use scriptgate::sandbox::{Enforcement, RunOutcome, RunSpec, Runner};
 use scriptgate_policy::WirePolicy;
 
@@ -54,11 +57,7 @@ impl Bench {
             .expect("a container");
         // Let the interpreter finish starting (as a pooled container has).
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let spec = RunSpec {
-            script: script.into(),
-            stdin: String::new(),
-            timeout: Duration::from_secs(120),
-        };
+        let spec = cleared(script);
         let started = Instant::now();
         let outcome = match mode {
             Mode::On => {
@@ -68,7 +67,7 @@ impl Bench {
                     approval_timeout: Duration::from_secs(1),
                     approvals: None,
                 };
-                lease.run_enforced(spec, enforcement).await
+                lease.run_enforced(spec, enforcement).await.outcome
             }
             _ => lease.run(spec).await,
         };
@@ -76,6 +75,23 @@ impl Bench {
         assert_eq!(outcome.exit_code, Some(0), "{mode:?}: {outcome:?}");
         (took, outcome)
     }
+}
+
+/// `script`, cleared as the service clears a script its validation passed.
+fn cleared(script: &str) -> RunSpec {
+    let work = ScriptRun::new(
+        Script::new(Language::Python, script),
+        String::new(),
+        Duration::from_secs(120),
+        DEFAULT_PROFILE.into(),
+    );
+    let verdict = Verdict {
+        language: Language::Python,
+        valid: true,
+        layer: None,
+        findings: Vec::new(),
+    };
+    RunSpec::cleared(&work, &verdict).expect("a passing verdict clears the run")
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -117,7 +133,7 @@ fn print_row(name: &str, times: Vec<Vec<f64>>) {
 
 #[tokio::main]
 async fn main() {
-    let image = std::env::var("TEST_RUNNER_IMAGE").unwrap_or(DEFAULT_IMAGE.into());
+    let image = std::env::var("RUNNER_IMAGE_UNDER_TEST").unwrap_or(DEFAULT_IMAGE.into());
     let config = |ready: bool| {
         let mut c = DockerConfig {
             instance: format!("bench-policy-{}-{ready}", std::process::id()),

@@ -23,6 +23,11 @@ if [ "${1:-}" = "--release" ]; then
 fi
 log "building the workspace (${profile_dir})"
 cargo build --workspace --locked "${cargo_flags[@]}"
+# The supervisor statically linked (it runs in any image, and as a standalone agent). crt-static
+# is given to the final link only: the rest of the workspace (proc macros included) stays as is.
+log "linking the supervisor statically"
+cargo rustc -p scriptgate-supervisor --bin scriptgate-supervisor --locked "${cargo_flags[@]}" \
+  -- -C target-feature=+crt-static
 
 log "building the runner images (minimal and the data profile; quick when current)"
 "target/${profile_dir}/scriptgate" images build

@@ -14,6 +14,7 @@ use crate::auth::{TokenSpec, token_list};
 use crate::domain::record::ApprovalMode;
 use crate::policy::PolicySettings;
 use crate::sandbox::docker::DockerConfig;
+use crate::sandbox::egress::EgressSettings;
 use crate::validate::ValidationConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +49,8 @@ pub struct Config {
     /// Run-time policies: `policies_dir`, the deployment default, and what each agent token may
     /// select (`[policy.agents.NAME]`).
     pub policy: PolicySettings,
+    /// The egress proxy of sandboxes that opt in to network access.
+    pub egress: EgressSettings,
 }
 
 /// The MCP endpoint (`/mcp`) of the HTTP service.
@@ -87,6 +90,7 @@ impl Default for Config {
             mcp: McpSettings::default(),
             artifacts: ArtifactSettings::default(),
             policy: PolicySettings::default(),
+            egress: EgressSettings::default(),
         }
     }
 }
@@ -236,14 +240,27 @@ impl Config {
             return bad("validation.max_chars must be at least 1");
         }
         let l = &self.sandbox.limits;
-        if l.memory_mb < 16 || l.cpus <= 0.0 || l.pids < 8 || l.tmpfs_mb == 0 || l.nofile < 16 {
+        if l.memory_mb < 16
+            || l.cpus <= 0.0
+            || l.pids < 8
+            || l.tmpfs_mb == 0
+            || l.workspace_mb == 0
+            || l.nofile < 16
+        {
             return bad(
-                "sandbox.limits: memory_mb >= 16, cpus > 0, pids >= 8, tmpfs_mb >= 1, nofile >= 16",
+                "sandbox.limits: memory_mb >= 16, cpus > 0, pids >= 8, tmpfs_mb >= 1, workspace_mb >= 1, nofile >= 16",
             );
         }
         self.sandbox
+            .jobs
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("sandbox.jobs: {e}")))?;
+        self.sandbox
             .resolved_profiles()
             .map_err(ConfigError::Invalid)?;
+        self.egress
+            .check()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         if self.sandbox.instance.is_empty()
             || !self
                 .sandbox

@@ -1,54 +1,87 @@
 //! scriptgate validates Python and Bash scripts from LLM agents and runs them in one-use, hardened
 //! Docker containers.
 //!
-//! Data flow:
+//! Data flow (ARCHITECTURE.md has the layers and what each may import):
 //! ```text
-//! http/ (wire types, JSON) ──► gate.rs: checked request
+//! http/ (wire types, JSON; MCP) ──► executions/: a checked `ScriptRun`
 //!   ──► validate/: size → syntax → language → secrets → dangerous   (rules compiled from patterns/)
-//!   ──► admission (bounded concurrency + queue)
+//!   ──► approval (operators), admission (bounded concurrency + queue)
 //!   ──► sandbox/: a fresh hardened container per run (warm or cold), killed at the deadline,
 //!       always removed; the supervisor inside reports exit status and usage
-//!   ──► typed result back to the agent
+//!   ──► the record (store/), and its views back to the agent
 //! ```
+//! This file is the composition root: it wires the layers into an [`App`] and serves it.
 
-pub mod artifacts;
+#![warn(unreachable_pub)]
+
+pub(crate) mod artifacts;
 pub mod auth;
 pub mod config;
 pub mod domain;
-pub mod error;
-pub mod executions;
-pub mod gate;
+pub(crate) mod executions;
 pub mod http;
-pub mod mcp;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod policy;
+// The next three are still being narrowed to what the rest of the crate needs.
+#[allow(unreachable_pub)]
 pub mod rules;
+#[allow(unreachable_pub)]
 pub mod sandbox;
 pub mod store;
-pub mod tools;
+#[allow(unreachable_pub)]
 pub mod validate;
 
 use std::future::Future;
 use std::sync::Arc;
 
-use auth::Authenticator;
+use auth::{AuthConfigError, Authenticator, Caller};
 use config::Config;
-use executions::{ApprovalMode, ApprovalPolicy, Executions};
-use gate::Gate;
-use rules::RuleSet;
-use sandbox::Runner;
-use sandbox::docker::DockerSandbox;
-use store::Store;
+use executions::{ApprovalMode, ApprovalPolicy, Deps, Executions};
+use http::catalog::Catalog;
+use rules::{RuleError, RuleSet};
+use sandbox::docker::{DockerConfig, DockerSandbox};
+use sandbox::{Runner, SandboxError};
+use store::{Store, StoreError};
 use validate::Validator;
 
+/// Why the service did not start (or stopped serving).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Rules(#[from] RuleError),
+    #[error(transparent)]
+    Policy(#[from] policy::PolicyLoadError),
+    #[error(transparent)]
+    Auth(#[from] AuthConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Artifacts(#[from] artifacts::ArtifactError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The configured runner profiles do not resolve.
+    #[error("{0}")]
+    Profiles(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The stdio MCP server has no operator API, so it cannot hold work for approval.
+    #[error(
+        "approval is required by the configuration, and the stdio MCP server has no operator \
+         API: connect the client to the HTTP service's /mcp endpoint instead"
+    )]
+    ApprovalWithoutOperators,
+    #[error(transparent)]
+    Mcp(#[from] http::mcp::StdioError),
+}
+
 /// Compiles the rules (built-in, or from `validation.rules_dir`).
-pub fn validator(config: &Config) -> Result<Validator, rules::RuleError> {
+pub fn validator(config: &Config) -> Result<Validator, RuleError> {
     let rules = match &config.validation.rules_dir {
         Some(dir) => RuleSet::from_dir(dir)?,
         None => RuleSet::embedded()?,
     };
     validate::disabled_rules(&rules, &config.validation.disabled_rules)
-        .map_err(|e| rules::RuleError::new("configuration", e))?;
+        .map_err(|e| RuleError::new("configuration", e))?;
     Ok(Validator::new(rules, config.validation.validation_config()))
 }
 
@@ -56,58 +89,42 @@ pub fn validator(config: &Config) -> Result<Validator, rules::RuleError> {
 #[derive(Debug)]
 pub struct App {
     pub router: axum::Router,
-    pub executions: Arc<Executions>,
-    pub runner: Arc<dyn Runner>,
-    /// The run-time policies, compiled at start-up.
-    pub policies: Arc<policy::Policies>,
+    executions: Arc<Executions>,
+    runner: Arc<dyn Runner>,
     /// Ends open MCP streams, so a graceful shutdown does not wait for them.
-    pub mcp_shutdown: tokio_util::sync::CancellationToken,
+    mcp_shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl App {
-    /// Wires the service around a runner (the Docker sandbox, or a fake in router tests).
+    /// Wires the service around a runner (the Docker sandbox, or a fake in contract tests).
     pub async fn with_runner(
         config: &Config,
         validator: Validator,
         runner: Arc<dyn Runner>,
-    ) -> anyhow::Result<App> {
-        let auth = Authenticator::new(
-            &config.agent_tokens,
-            &config.operator_tokens,
-            config.listen.ip().is_loopback(),
-            config.insecure_no_auth,
-        )?;
-        if !auth.enabled() {
-            tracing::warn!("authentication is off (no tokens configured on a loopback address)");
-        } else if config.operator_tokens.is_empty() && config.approval != ApprovalMode::Never {
-            tracing::warn!(
-                "approval is required but no operator token is configured: nothing can be approved"
-            );
-        }
-        let policies = Arc::new(policy::Policies::start(
-            &config.policy,
-            &config.agent_tokens,
-            validator.rules(),
-        )?);
+    ) -> Result<App, StartError> {
+        let auth = authenticator(config)?;
+        // Policies compile at start-up, so a malformed one stops the service before it serves.
+        policy::Policies::start(&config.policy, &config.agent_tokens, validator.rules())?;
         // Installed before the first execution, so no count is lost.
         metrics::handle();
-        let store = Store::open(&config.data_dir())?;
-        let gate = Arc::new(Gate::new(
-            validator,
-            runner.clone(),
-            config.execution.clone(),
-            config.sandbox.limits.memory_mb,
-        ));
-        let policy = ApprovalPolicy {
-            mode: config.approval,
-            timeout: std::time::Duration::from_secs(config.approval_timeout_secs),
-        };
-        let artifacts =
-            artifacts::ArtifactStore::open(&config.data_dir(), config.artifacts.clone())?;
+        let data = config.data_dir();
+        let artifacts = artifacts::ArtifactStore::open(&data, config.artifacts.clone())?;
         let mcp_shutdown = tokio_util::sync::CancellationToken::new();
         artifacts.clone().spawn_sweeper(mcp_shutdown.clone());
-        let executions = Executions::start(gate, store, policy, artifacts).await?;
-        let mcp = config.mcp.enabled.then(|| mcp::HttpSettings {
+        let executions = Executions::start(Deps {
+            validator,
+            runner: runner.clone(),
+            store: Store::open(&data)?,
+            artifacts,
+            policy: ApprovalPolicy {
+                mode: config.approval,
+                timeout: std::time::Duration::from_secs(config.approval_timeout_secs),
+            },
+            settings: config.execution.clone(),
+            memory_mb: config.sandbox.limits.memory_mb,
+        })
+        .await?;
+        let mcp = config.mcp.enabled.then(|| http::mcp::HttpSettings {
             allowed_hosts: config.mcp.allowed_hosts.clone().unwrap_or_else(|| {
                 if auth.enabled() {
                     Vec::new()
@@ -120,12 +137,12 @@ impl App {
         let router = http::router(http::AppState {
             executions: executions.clone(),
             auth: Arc::new(auth),
-            tools: Arc::new(tools::Catalog::new(config)),
+            tools: Arc::new(Catalog::new(config)),
             profiles: Arc::new(
                 config
                     .sandbox
                     .resolved_profiles()
-                    .map_err(anyhow::Error::msg)?,
+                    .map_err(StartError::Profiles)?,
             ),
             mcp,
         });
@@ -133,13 +150,12 @@ impl App {
             router,
             executions,
             runner,
-            policies,
             mcp_shutdown,
         })
     }
 
     /// The service with the Docker sandbox.
-    pub async fn start(config: &Config) -> anyhow::Result<App> {
+    pub async fn start(config: &Config) -> Result<App, StartError> {
         // Policies are checked before the rules compile and the engine is reached, so a malformed
         // one stops start-up at once (`with_runner` loads them again: a millisecond).
         let policies = policy::Policies::load(&config.policy)?;
@@ -157,15 +173,41 @@ impl App {
     }
 }
 
+fn authenticator(config: &Config) -> Result<Authenticator, AuthConfigError> {
+    let auth = Authenticator::new(
+        &config.agent_tokens,
+        &config.operator_tokens,
+        config.listen.ip().is_loopback(),
+        config.insecure_no_auth,
+    )?;
+    if !auth.enabled() {
+        tracing::warn!("authentication is off (no tokens configured on a loopback address)");
+    } else if config.operator_tokens.is_empty() && config.approval != ApprovalMode::Never {
+        tracing::warn!(
+            "approval is required but no operator token is configured: nothing can be approved"
+        );
+    }
+    Ok(auth)
+}
+
 /// Serves the API on `listener` until `shutdown` resolves, then lets in-flight requests finish and
 /// removes every container before returning.
 pub async fn run(
     config: Config,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), StartError> {
     let app = App::start(&config).await?;
     tracing::info!(addr = %listener.local_addr()?, data = %config.data_dir().display(), "scriptgate listening");
+    serve(app, listener, shutdown).await
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then shuts it down.
+pub async fn serve(
+    app: App,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
     let streams = app.mcp_shutdown.clone();
     let served = axum::serve(listener, app.router.clone())
         .with_graceful_shutdown(async move {
@@ -175,5 +217,50 @@ pub async fn run(
         .await;
     app.shutdown().await;
     tracing::info!("scriptgate stopped");
-    served.map_err(Into::into)
+    Ok(served?)
+}
+
+/// Instance labels of stdio MCP servers start with this.
+pub const MCP_INSTANCE_PREFIX: &str = "mcp-";
+/// How often a stdio MCP server looks for containers of stdio servers that are gone.
+const DEAD_OWNER_SWEEP: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `scriptgate mcp`: the service without HTTP, serving one MCP client on stdin/stdout (every call
+/// as `agent`) until the client leaves or `shutdown` resolves; then every container is removed.
+pub async fn serve_mcp_stdio(
+    mut config: Config,
+    agent: String,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), StartError> {
+    if config.approval != ApprovalMode::Never {
+        return Err(StartError::ApprovalWithoutOperators);
+    }
+    // One process per client session: its own container label, so sessions never reap each
+    // other's containers (orphans of dead sessions are reaped below).
+    if config.sandbox.instance == DockerConfig::default().instance {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        config.sandbox.instance = format!("{MCP_INSTANCE_PREFIX}{}", &id[..12]);
+    }
+    let validator = validator(&config)?;
+    let sandbox = Arc::new(DockerSandbox::start(config.sandbox.clone()).await?);
+    sandbox.reap_dead_owners(MCP_INSTANCE_PREFIX).await;
+    // A server killed while the engine was still creating a container for it leaves that
+    // container behind after this start-up sweep: keep sweeping while this server runs.
+    let _sweeper = tokio_util::task::AbortOnDropHandle::new(tokio::spawn({
+        let sandbox = sandbox.clone();
+        async move {
+            loop {
+                tokio::time::sleep(DEAD_OWNER_SWEEP).await;
+                sandbox.reap_dead_owners(MCP_INSTANCE_PREFIX).await;
+            }
+        }
+    }));
+    let app = App::with_runner(&config, validator, sandbox).await?;
+    let catalog = Catalog::new(&config);
+    let served = tokio::select! {
+        r = http::mcp::serve_stdio(app.executions.clone(), &catalog, Caller::local_agent(agent)) => r,
+        () = shutdown => Ok(()),
+    };
+    app.shutdown().await;
+    Ok(served?)
 }

@@ -1,6 +1,12 @@
 //! The `scriptgate` command line: argument parsing and process setup only; the work is in the library.
+//! Past 500 lines because every command's clap definition lives here, beside its few-line driver.
 
 #![allow(clippy::print_stdout)] // a command line prints its results
+
+/// Subcommands whose logic is longer than their clap definitions.
+mod cli {
+    pub(crate) mod policy;
+}
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -76,7 +82,7 @@ enum Command {
     /// Run-time policies: list, show, validate files, and test what a policy decides.
     Policy {
         #[command(subcommand)]
-        command: scriptgate::policy::cli::PolicyCommand,
+        command: cli::policy::PolicyCommand,
         /// TOML configuration file (its `policy` section); `SCRIPTGATE_*` variables override it.
         #[arg(long, env = "SCRIPTGATE_CONFIG", global = true)]
         config: Option<PathBuf>,
@@ -209,10 +215,25 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("scriptgate: {e:#}");
+            eprintln!("scriptgate: {}", report(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// An error and its causes on one line; a cause its parent's message already ends with is not
+/// repeated.
+fn report(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let message = cause.to_string();
+        if text.is_empty() {
+            text = message;
+        } else if !text.ends_with(&message) {
+            text = format!("{text}: {message}");
+        }
+    }
+    text
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -244,9 +265,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             files,
         } => validate_files(language.map(Language::from), rules, max_chars, &files),
         Command::Rules { rules } => list_rules(rules),
-        Command::Policy { command, config } => {
-            scriptgate::policy::cli::run(command, config.as_deref())
-        }
+        Command::Policy { command, config } => cli::policy::run(command, config.as_deref()),
         Command::Openapi => {
             std::io::stdout()
                 .lock()
@@ -271,64 +290,30 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// One `GET` over plain HTTP/1.0 (no client library for one request). Every failure is exit 1:
-/// Docker reserves 2 in healthchecks.
+/// Exit 0 when the answer is 200; every failure is exit 1 (Docker reserves 2 in healthchecks).
 fn healthcheck(url: Option<String>, config: Option<PathBuf>, timeout: u64) -> ExitCode {
-    use std::io::Read as _;
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpStream, ToSocketAddrs as _};
-
-    let check = || -> anyhow::Result<(String, String)> {
-        let (authority, path) = match url {
-            Some(url) => {
-                let rest = url
-                    .strip_prefix("http://")
-                    .context("--url: only http:// URLs")?;
-                match rest.split_once('/') {
-                    Some((authority, path)) => (authority.to_string(), format!("/{path}")),
-                    None => (rest.to_string(), "/".to_string()),
-                }
-            }
-            None => {
-                let mut addr = Config::load(config.as_deref())?.listen;
-                if addr.ip().is_unspecified() {
-                    addr.set_ip(match addr.ip() {
-                        IpAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
-                        IpAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
-                    });
-                }
-                (addr.to_string(), "/readyz".to_string())
-            }
+    use scriptgate::http::healthcheck;
+    let answer = || -> anyhow::Result<healthcheck::Answer> {
+        let listen = match &url {
+            Some(_) => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            None => Config::load(config.as_deref())?.listen,
         };
+        let (authority, path) = healthcheck::target(url.as_deref(), listen)?;
         let limit = std::time::Duration::from_secs(timeout.max(1));
-        let addr = authority
-            .to_socket_addrs()
-            .with_context(|| format!("address {authority}"))?
-            .next()
-            .with_context(|| format!("address {authority}: nothing resolved"))?;
-        let mut stream = TcpStream::connect_timeout(&addr, limit)
-            .with_context(|| format!("connect to {authority}"))?;
-        stream.set_read_timeout(Some(limit))?;
-        stream.set_write_timeout(Some(limit))?;
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n")?;
-        let mut response = Vec::new();
-        stream.take(1 << 20).read_to_end(&mut response)?;
-        let response = String::from_utf8_lossy(&response);
-        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-        let status = head.lines().next().unwrap_or_default().to_string();
-        Ok((status, body.to_string()))
+        Ok(healthcheck::get(&authority, &path, limit)?)
     };
-    match check() {
-        Ok((status, body)) => {
-            println!("{}", body.trim_end());
-            if status.split_whitespace().nth(1) == Some("200") {
+    match answer() {
+        Ok(answer) => {
+            println!("{}", answer.body.trim_end());
+            if answer.ok() {
                 ExitCode::SUCCESS
             } else {
-                eprintln!("scriptgate: not ready: {status}");
+                eprintln!("scriptgate: not ready: {}", answer.status_line);
                 ExitCode::from(1)
             }
         }
         Err(e) => {
-            eprintln!("scriptgate: not ready: {e:#}");
+            eprintln!("scriptgate: not ready: {}", report(&e));
             ExitCode::from(1)
         }
     }
@@ -463,20 +448,7 @@ fn mcp_stdio(
     data_dir: Option<PathBuf>,
     agent: String,
 ) -> anyhow::Result<ExitCode> {
-    use scriptgate::executions::ApprovalMode;
     let mut config = Config::load(file.as_deref())?;
-    if config.approval != ApprovalMode::Never {
-        anyhow::bail!(
-            "approval is required by the configuration, and the stdio MCP server has no operator \
-             API: connect the client to the HTTP service's /mcp endpoint instead"
-        );
-    }
-    // One process per client session: its own container label, so sessions never reap each
-    // other's containers (orphans of dead sessions are reaped below).
-    if config.sandbox.instance == scriptgate::sandbox::docker::DockerConfig::default().instance {
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        config.sandbox.instance = format!("{MCP_INSTANCE_PREFIX}{}", &id[..12]);
-    }
     let temporary = match data_dir {
         Some(dir) => {
             config.data_dir = Some(dir);
@@ -491,42 +463,15 @@ fn mcp_stdio(
     // stdout carries the protocol: logs go to stderr (as always).
     init_tracing(config.log_format);
     let runtime = tokio::runtime::Runtime::new()?;
-    let result = runtime.block_on(async {
-        let validator = scriptgate::validator(&config)?;
-        let sandbox =
-            scriptgate::sandbox::docker::DockerSandbox::start(config.sandbox.clone()).await?;
-        let sandbox = std::sync::Arc::new(sandbox);
-        sandbox.reap_dead_owners(MCP_INSTANCE_PREFIX).await;
-        // A server killed while the engine was still creating a container for it leaves that
-        // container behind after this start-up sweep: keep sweeping while this server runs.
-        let sweeper = {
-            let sandbox = sandbox.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(DEAD_OWNER_SWEEP).await;
-                    sandbox.reap_dead_owners(MCP_INSTANCE_PREFIX).await;
-                }
-            })
-        };
-        let app = scriptgate::App::with_runner(&config, validator, sandbox).await?;
-        let catalog = scriptgate::tools::Catalog::new(&config);
-        let caller = scriptgate::auth::Caller::local_agent(agent);
-        let served = tokio::select! {
-            r = scriptgate::mcp::serve_stdio(app.executions.clone(), &catalog, caller) => r,
-            () = shutdown_signal() => Ok(()),
-        };
-        sweeper.abort();
-        app.shutdown().await;
-        served.map(|()| ExitCode::SUCCESS)
-    });
+    let result = runtime.block_on(scriptgate::serve_mcp_stdio(
+        config,
+        agent,
+        shutdown_signal(),
+    ));
     drop(temporary);
-    result
+    result?;
+    Ok(ExitCode::SUCCESS)
 }
-
-/// Instance labels of stdio MCP servers start with this.
-const MCP_INSTANCE_PREFIX: &str = "mcp-";
-/// How often a stdio MCP server looks for containers of stdio servers that are gone.
-const DEAD_OWNER_SWEEP: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

@@ -21,7 +21,7 @@ const BUCKETS: &[f64] = &[
 
 /// The process-wide recorder (the `metrics` facade has one global recorder; several services in
 /// one process, as in tests, share it).
-pub fn handle() -> &'static PrometheusHandle {
+pub(crate) fn handle() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
         let recorder = PrometheusBuilder::new()
@@ -46,7 +46,7 @@ fn describe() {
     );
     metrics::describe_counter!(
         "scriptgate_validations_total",
-        "Scripts validated, by language and result (valid or rejected)"
+        "Scripts validated (queued work again before it runs), by language and result (valid or rejected)"
     );
     metrics::describe_counter!(
         "scriptgate_validation_rejections_total",
@@ -65,7 +65,7 @@ fn describe() {
 }
 
 /// A script was validated.
-pub fn validated(verdict: &Verdict) {
+pub(crate) fn validated(verdict: &Verdict) {
     let result = if verdict.valid { "valid" } else { "rejected" };
     counter!("scriptgate_validations_total", "language" => verdict.language.as_str(), "result" => result)
         .increment(1);
@@ -86,7 +86,7 @@ pub fn validated(verdict: &Verdict) {
 }
 
 /// An execution reached a terminal status.
-pub fn finished(rec: &ExecutionRecord) {
+pub(crate) fn finished(rec: &ExecutionRecord) {
     if !rec.status.is_terminal() {
         return;
     }
@@ -105,7 +105,7 @@ pub fn finished(rec: &ExecutionRecord) {
 }
 
 /// The exposition text, with the sandbox gauges sampled now.
-pub fn render(stats: &SandboxStats) -> String {
+pub(crate) fn render(stats: &SandboxStats) -> String {
     let handle = handle();
     gauge!("scriptgate_containers_in_flight").set(stats.containers_in_flight as f64);
     gauge!("scriptgate_pool_ready").set(stats.pool_ready as f64);

@@ -1,5 +1,6 @@
 # Runner image for people with a registry: Bash (plus python3 for inline one-liners) on Debian slim.
-# Build from the repository root after `cargo build --release --workspace`:
+# Build from the repository root after `scripts/prepare.sh --release` (which links the supervisor
+# statically; a plain `cargo build --release --workspace` links it against glibc):
 #   docker build -f images/registry/bash.Dockerfile -t scriptgate-bash:latest target/release
 # then set sandbox.bash_image = "scriptgate-bash:latest".
 FROM debian:bookworm-slim

@@ -1,6 +1,7 @@
 # The `data` runner profile for people with a registry: Debian bookworm's Python stack (the same
 # packages `scriptgate images build --profile data` installs offline).
-# Build from the repository root after `cargo build --release --workspace`:
+# Build from the repository root after `scripts/prepare.sh --release` (which links the supervisor
+# statically; a plain `cargo build --release --workspace` links it against glibc):
 #   cp images/profile/scriptgate_plots.py target/release/
 #   docker build -f images/registry/data.Dockerfile -t scriptgate-runner-data:latest target/release
 # `GET /v1/profiles` reports package versions from the `scriptgate.profile.info` label that

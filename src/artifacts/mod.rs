@@ -9,15 +9,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// A file a run returned, as records and results list it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Artifact {
-    /// Absolute path in the sandbox; the download path is this without its leading slash.
-    pub path: String,
-    pub sha256: String,
-    pub size_bytes: u64,
-    pub mime_type: String,
-}
+pub(crate) use crate::domain::record::Artifact;
 
 /// How long artifacts are kept and how large they may be (`[artifacts]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,11 +41,13 @@ pub enum ArtifactError {
     Corrupt(String),
     #[error("artifact storage: {0}")]
     Io(#[from] std::io::Error),
+    #[error("artifact task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// The on-disk store.
 #[derive(Debug, Clone)]
-pub struct ArtifactStore {
+pub(crate) struct ArtifactStore {
     dir: PathBuf,
     settings: ArtifactSettings,
 }
@@ -65,7 +59,7 @@ fn is_sha256(s: &str) -> bool {
 }
 
 /// The MIME type of a file by its name (what a browser or an MCP client needs to show it).
-pub fn mime_type(path: &str) -> &'static str {
+pub(crate) fn mime_type(path: &str) -> &'static str {
     match path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()) {
         Some(e) if e == "png" => "image/png",
         Some(e) if e == "json" => "application/json",
@@ -77,18 +71,14 @@ pub fn mime_type(path: &str) -> &'static str {
 }
 
 impl ArtifactStore {
-    pub fn open(data_dir: &Path, settings: ArtifactSettings) -> Result<Self, ArtifactError> {
+    pub(crate) fn open(data_dir: &Path, settings: ArtifactSettings) -> Result<Self, ArtifactError> {
         let dir = data_dir.join("artifacts");
         std::fs::create_dir_all(&dir)?;
         Ok(ArtifactStore { dir, settings })
     }
 
-    pub fn settings(&self) -> &ArtifactSettings {
-        &self.settings
-    }
-
     /// Keeps the files of one run within the caps; returns what was kept and how many were not.
-    pub fn put_all(&self, files: &[(String, Vec<u8>)]) -> (Vec<Artifact>, u32) {
+    pub(crate) fn put_all(&self, files: &[(String, Vec<u8>)]) -> (Vec<Artifact>, u32) {
         let mut kept = Vec::new();
         let (mut total, mut dropped) = (0u64, 0u32);
         for (path, data) in files {
@@ -113,7 +103,7 @@ impl ArtifactStore {
     }
 
     /// Writes one blob (atomically: a temporary file renamed into place).
-    pub fn put(&self, path: &str, data: &[u8]) -> Result<Artifact, ArtifactError> {
+    pub(crate) fn put(&self, path: &str, data: &[u8]) -> Result<Artifact, ArtifactError> {
         let sha256 = hex::encode(Sha256::digest(data));
         let target = self.dir.join(&sha256);
         if target.is_file() {
@@ -136,7 +126,7 @@ impl ArtifactStore {
     }
 
     /// The blob with this sha256, checked against it.
-    pub fn get(&self, sha256: &str) -> Result<Vec<u8>, ArtifactError> {
+    pub(crate) fn get(&self, sha256: &str) -> Result<Vec<u8>, ArtifactError> {
         if !is_sha256(sha256) {
             return Err(ArtifactError::NotFound);
         }
@@ -154,7 +144,7 @@ impl ArtifactStore {
     }
 
     /// Deletes blobs (and abandoned temporary files) older than the retention; returns how many.
-    pub fn sweep(&self) -> Result<usize, ArtifactError> {
+    pub(crate) fn sweep(&self) -> Result<usize, ArtifactError> {
         let retention = Duration::from_secs(self.settings.retention_secs);
         let now = SystemTime::now();
         let mut removed = 0;
@@ -174,7 +164,7 @@ impl ArtifactStore {
     }
 
     /// Sweeps now and then every `min(retention, 1 h)` until the token is cancelled.
-    pub fn spawn_sweeper(self, stop: tokio_util::sync::CancellationToken) {
+    pub(crate) fn spawn_sweeper(self, stop: tokio_util::sync::CancellationToken) {
         let every = Duration::from_secs(self.settings.retention_secs.clamp(1, 3600));
         tokio::spawn(async move {
             loop {

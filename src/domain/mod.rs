@@ -1,6 +1,8 @@
-//! Plain data every layer shares: the script and its language, the verdict and its findings, the
-//! execution record with its status and outcome kinds. No I/O and no imports from the layers above.
+//! Plain data every layer shares: the script and its language, what an execution runs, the verdict
+//! and its findings, the execution record with its status and outcome kinds. No I/O and no imports
+//! from any other module of the crate.
 
 pub mod record;
 pub mod script;
 pub mod verdict;
+pub mod work;

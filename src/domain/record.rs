@@ -4,11 +4,23 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::domain::script::Language;
 use crate::domain::verdict::Verdict;
+use crate::domain::work::ScriptRun;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Status {
     PendingApproval,
     Queued,
@@ -31,15 +43,7 @@ impl Status {
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Status::PendingApproval => "pending_approval",
-            Status::Queued => "queued",
-            Status::Running => "running",
-            Status::Completed => "completed",
-            Status::Denied => "denied",
-            Status::Expired => "expired",
-            Status::Failed => "failed",
-        }
+        self.into()
     }
 }
 
@@ -82,19 +86,48 @@ pub struct RunResult {
     pub stderr_truncated: bool,
     pub timed_out: bool,
     pub oom_killed: bool,
-    pub cpu_time_ms: u64,
-    pub max_memory_bytes: u64,
+    #[serde(flatten)]
+    pub usage: ResourceUsage,
     pub warm: bool,
     pub container_id: String,
     /// Files the run returned (plots), kept in the artifact store.
     #[serde(default)]
-    pub artifacts: Vec<crate::artifacts::Artifact>,
+    pub artifacts: Vec<Artifact>,
     /// Files left out by the caps (count and size per image, size per run).
     #[serde(default)]
     pub artifacts_dropped: u32,
     /// The image and supervisor that ran it.
     #[serde(default)]
-    pub provenance: crate::sandbox::Provenance,
+    pub provenance: Provenance,
+}
+
+/// What the container used, as the engine's cgroup accounting reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ResourceUsage {
+    pub cpu_time_ms: u64,
+    pub max_memory_bytes: u64,
+}
+
+/// A file a run returned, as records and results list it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Artifact {
+    /// Absolute path in the sandbox; the download path is this without its leading slash.
+    pub path: String,
+    pub sha256: String,
+    pub size_bytes: u64,
+    pub mime_type: String,
+}
+
+/// What ran the script, so that a run can be replayed exactly.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub profile: String,
+    /// The image name the container was created from.
+    pub image: String,
+    /// The image's content id (`sha256:…`) the container actually ran.
+    pub image_digest: Option<String>,
+    /// The supervisor's version as it reported it (absent from supervisors that predate it).
+    pub supervisor_version: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,13 +136,9 @@ pub struct ExecutionRecord {
     /// The agent (token name) that submitted it.
     pub agent: String,
     pub status: Status,
-    pub language: Language,
-    /// The runner profile (records written before profiles existed ran in `minimal`).
-    #[serde(default = "default_profile")]
-    pub profile: String,
-    pub script: String,
-    pub stdin: String,
-    pub timeout_secs: u64,
+    /// What it runs, as submitted (its fields sit at the top level of the stored JSON).
+    #[serde(flatten)]
+    pub run: ScriptRun,
     pub script_sha256: String,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
@@ -120,7 +149,8 @@ pub struct ExecutionRecord {
     pub error: Option<ExecutionError>,
     pub approval: Option<Approval>,
     pub timings: StageMs,
-    /// From submission to the terminal status (0 until then).
+    /// Milliseconds of processing until the terminal status (0 until then): from the request for
+    /// a run that waits for its result, from a worker picking it up for a queued or approved run.
     pub duration_ms: u64,
 }
 
@@ -130,18 +160,15 @@ impl ExecutionRecord {
     }
 }
 
-fn default_profile() -> String {
-    crate::sandbox::profiles::DEFAULT_PROFILE.to_string()
-}
-
 pub fn sha256_hex(text: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
 /// When executions wait for an operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ApprovalMode {
     Never,
     Always,
@@ -149,10 +176,25 @@ pub enum ApprovalMode {
     OnWarn,
 }
 
+impl ApprovalMode {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorKind {
     ValidationFailed,
     Timeout,
@@ -167,19 +209,11 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::ValidationFailed => "validation_failed",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::ResourceLimitExceeded => "resource_limit_exceeded",
-            ErrorKind::ExecutionFailure => "execution_failure",
-            ErrorKind::InternalError => "internal_error",
-            ErrorKind::Denied => "denied",
-            ErrorKind::ApprovalTimeout => "approval_timeout",
-        }
+        self.into()
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ExecutionError {
     #[serde(rename = "type")]
     pub kind: ErrorKind,

@@ -1,13 +1,25 @@
 //! The script an agent submits, in its checked form: what every layer below the HTTP edge receives.
 
-use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 /// The interpreters scriptgate runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Language {
     Python,
     Bash,
@@ -17,10 +29,7 @@ impl Language {
     pub const ALL: [Language; 2] = [Language::Python, Language::Bash];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Language::Python => "python",
-            Language::Bash => "bash",
-        }
+        self.into()
     }
 
     /// The other supported language (used to tell a mislabelled script).
@@ -61,12 +70,6 @@ impl Language {
     }
 }
 
-impl fmt::Display for Language {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl FromStr for Language {
     type Err = String;
 
@@ -82,10 +85,11 @@ impl FromStr for Language {
 }
 
 /// A script with its declared language. Content checks (size, syntax, rules) are the validator's job;
-/// this type only guarantees the pairing.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// this type only guarantees the pairing. Stored as `{"language", "script"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Script {
     pub language: Language,
+    #[serde(rename = "script")]
     pub text: String,
 }
 

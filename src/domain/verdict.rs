@@ -17,8 +17,10 @@ use crate::domain::script::Language;
     Serialize,
     Deserialize,
     utoipa::ToSchema,
+    strum::IntoStaticStr,
 )]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Layer {
     Size,
     Syntax,
@@ -37,19 +39,25 @@ impl Layer {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Layer::Size => "size",
-            Layer::Syntax => "syntax",
-            Layer::Language => "language",
-            Layer::Secrets => "secrets",
-            Layer::Dangerous => "dangerous",
-        }
+        self.into()
     }
 }
 
 /// `block` findings reject the script; `warn` findings are reported only (unless configured to block).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Severity {
     Block,
     Warn,
@@ -57,10 +65,7 @@ pub enum Severity {
 
 impl Severity {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Block => "block",
-            Severity::Warn => "warn",
-        }
+        self.into()
     }
 }
 

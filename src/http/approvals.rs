@@ -6,6 +6,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::auth::Authenticated;
+use super::error::{ApiError, ErrorBody};
 use super::execute::ExecuteOut;
 use super::params::IdParam;
 use super::{AppState, Json};
@@ -13,11 +14,10 @@ use crate::auth::Role;
 use crate::domain::record::{Decision, ExecutionRecord};
 use crate::domain::script::Language;
 use crate::domain::verdict::Verdict;
-use crate::error::{ApiError, ErrorBody};
 
 /// A pending execution, as an operator reviews it.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct PendingOut {
+pub(super) struct PendingOut {
     pub execution_id: Uuid,
     pub agent: String,
     pub script_type: Language,
@@ -34,7 +34,7 @@ pub struct PendingOut {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct PendingList {
+pub(super) struct PendingList {
     pub pending: Vec<PendingOut>,
 }
 
@@ -45,11 +45,11 @@ fn pending(r: &ExecutionRecord, timeout: std::time::Duration) -> PendingOut {
     PendingOut {
         execution_id: r.id,
         agent: r.agent.clone(),
-        script_type: r.language,
-        script_content: r.script.clone(),
+        script_type: r.run.script.language,
+        script_content: r.run.script.text.clone(),
         script_sha256: r.script_sha256.clone(),
-        stdin: r.stdin.clone(),
-        timeout: r.timeout_secs,
+        stdin: r.run.stdin.clone(),
+        timeout: r.run.timeout_secs,
         validation: r.verdict.clone(),
         requested_at: r.created_at,
         age_secs: age,
@@ -68,7 +68,7 @@ fn pending(r: &ExecutionRecord, timeout: std::time::Duration) -> PendingOut {
     ),
     security(("operator_token" = []))
 )]
-pub async fn list(
+pub(super) async fn list(
     State(state): State<AppState>,
     caller: Authenticated,
 ) -> Result<axum::Json<PendingList>, ApiError> {
@@ -84,7 +84,7 @@ pub async fn list(
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"decision": "approve", "reason": "reviewed: reads a CSV and prints a summary"}))]
-pub struct DecisionIn {
+pub(super) struct DecisionIn {
     pub decision: Decision,
     /// Why (kept in the record and the audit log), at most 2000 characters.
     #[serde(default)]
@@ -111,7 +111,7 @@ pub struct DecisionIn {
     ),
     security(("operator_token" = []))
 )]
-pub async fn decide(
+pub(super) async fn decide(
     State(state): State<AppState>,
     caller: Authenticated,
     IdParam(id): IdParam,

@@ -7,8 +7,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use super::auth::Authenticated;
+use super::error::{ApiError, ErrorBody};
 use crate::artifacts::ArtifactError;
-use crate::error::{ApiError, ErrorBody};
 
 #[utoipa::path(
     get,
@@ -28,7 +28,7 @@ use crate::error::{ApiError, ErrorBody};
     ),
     security(("agent_token" = []), ("operator_token" = []))
 )]
-pub async fn download(
+pub(super) async fn download(
     State(state): State<AppState>,
     caller: Authenticated,
     Path((id, path)): Path<(String, String)>,
@@ -45,14 +45,13 @@ pub async fn download(
         .as_ref()
         .and_then(|r| r.artifacts.iter().find(|a| a.path == wanted))
         .ok_or_else(|| ApiError::NotFound(format!("no artifact `{path}` in this execution")))?;
-    let store = state.executions.artifacts().clone();
-    let sha = artifact.sha256.clone();
-    let data = tokio::task::spawn_blocking(move || store.get(&sha))
+    let data = state
+        .executions
+        .artifact(&artifact.sha256)
         .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
         .map_err(|e| match e {
             ArtifactError::NotFound => ApiError::NotFound(format!("artifact `{path}` has expired")),
-            other => ApiError::Internal(other.to_string()),
+            other => other.into(),
         })?;
     Ok((
         [

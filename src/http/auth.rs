@@ -5,12 +5,12 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 
 use super::AppState;
-use crate::auth::{AuthError, Caller, Role};
-use crate::error::ApiError;
+use super::error::ApiError;
+use crate::auth::{Caller, Role};
 
 /// The caller, from `Authorization: Bearer <token>` (anonymous when authentication is off).
 #[derive(Debug, Clone)]
-pub struct Authenticated(pub Caller);
+pub(super) struct Authenticated(pub Caller);
 
 impl FromRequestParts<AppState> for Authenticated {
     type Rejection = ApiError;
@@ -30,7 +30,7 @@ impl FromRequestParts<AppState> for Authenticated {
 
 impl Authenticated {
     /// 403 unless the caller has `role`.
-    pub fn require(&self, role: Role) -> Result<&Caller, ApiError> {
+    pub(super) fn require(&self, role: Role) -> Result<&Caller, ApiError> {
         if self.0.is(role) {
             Ok(&self.0)
         } else {
@@ -40,11 +40,5 @@ impl Authenticated {
             };
             Err(ApiError::Forbidden(format!("this endpoint needs {what}")))
         }
-    }
-}
-
-impl From<AuthError> for ApiError {
-    fn from(e: AuthError) -> Self {
-        ApiError::Unauthorized(e.to_string())
     }
 }

@@ -8,23 +8,24 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::auth::Authenticated;
+use super::error::{ApiError, ErrorBody};
 use super::{AppState, Json};
-use crate::artifacts::Artifact;
 use crate::auth::Role;
 use crate::config::ExecutionSettings;
-use crate::domain::record::{Approval, ExecutionRecord, Status};
+use crate::domain::record::{
+    Approval, Artifact, ExecutionError, ExecutionRecord, ResourceUsage, StageMs, Status,
+};
 use crate::domain::script::{Language, Script};
 use crate::domain::verdict::Verdict;
-use crate::error::{ApiError, ErrorBody};
-use crate::executions::{ExecError, Submitted};
-use crate::gate::{ExecuteRequest, ExecutionError, GateError};
+use crate::domain::work::ScriptRun;
+use crate::executions::Submitted;
 use crate::sandbox::profiles::Profiles;
 
 /// A script to validate and run. Unknown fields are rejected.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"script_content": "print('hello')", "script_type": "python", "timeout": 30}))]
-pub struct ExecuteIn {
+pub(crate) struct ExecuteIn {
     /// The script source: not empty, no NUL characters. Longer than `validation.max_chars`
     /// characters (default 10000) is a validation failure of the size layer.
     #[schema(min_length = 1, pattern = "^[^\\x00]*$")]
@@ -48,11 +49,11 @@ pub struct ExecuteIn {
 
 impl ExecuteIn {
     /// The checked request (raw wire values become domain types only here).
-    pub fn check(
+    pub(crate) fn check(
         self,
         settings: &ExecutionSettings,
         profiles: &Profiles,
-    ) -> Result<ExecuteRequest, ApiError> {
+    ) -> Result<ScriptRun, ApiError> {
         check_script_text(&self.script_content)?;
         let profile = profiles
             .select(self.profile.as_deref(), self.script_type)
@@ -74,18 +75,18 @@ impl ExecuteIn {
                 stdin.len()
             )));
         }
-        Ok(ExecuteRequest {
-            script: Script::new(self.script_type, self.script_content),
-            timeout: std::time::Duration::from_secs(timeout),
+        Ok(ScriptRun::new(
+            Script::new(self.script_type, self.script_content),
             stdin,
+            std::time::Duration::from_secs(timeout),
             profile,
-        })
+        ))
     }
 }
 
 /// An empty script or one with NUL characters is not a script: a schema error, before any
 /// validation layer (the size layer still rejects both for callers that skip this check).
-pub fn check_script_text(text: &str) -> Result<(), ApiError> {
+pub(crate) fn check_script_text(text: &str) -> Result<(), ApiError> {
     if text.is_empty() {
         return Err(ApiError::Schema("script_content: must not be empty".into()));
     }
@@ -97,16 +98,9 @@ pub fn check_script_text(text: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// What the container used, as the engine's cgroup accounting reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ResourceUsage {
-    pub cpu_time_ms: u64,
-    pub max_memory_bytes: u64,
-}
-
 /// The result of an execution (the same object for `/v1/execute` and `/v1/executions/{id}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ExecuteOut {
+pub(crate) struct ExecuteOut {
     pub execution_id: Uuid,
     pub status: Status,
     /// The script ran to completion with exit code 0.
@@ -132,7 +126,7 @@ pub struct ExecuteOut {
     /// `approval_timeout`, `internal_error`); null on success and while it is not finished.
     pub error: Option<ExecutionError>,
     pub resource_usage: ResourceUsage,
-    pub timings_ms: crate::domain::record::StageMs,
+    pub timings_ms: StageMs,
     /// Served by a container started before the request.
     pub warm: bool,
     /// The operator's decision, when the execution needed approval.
@@ -171,15 +165,12 @@ impl From<&ExecutionRecord> for ExecuteOut {
             validation_failed: !r.verdict.valid,
             validation: r.verdict.clone(),
             error: r.error.clone(),
-            resource_usage: ResourceUsage {
-                cpu_time_ms: o.map_or(0, |o| o.cpu_time_ms),
-                max_memory_bytes: o.map_or(0, |o| o.max_memory_bytes),
-            },
+            resource_usage: o.map(|o| o.usage).unwrap_or_default(),
             timings_ms: r.timings,
             warm: o.is_some_and(|o| o.warm),
             approval: r.approval.clone(),
             agent: r.agent.clone(),
-            profile: r.profile.clone(),
+            profile: r.run.profile.clone(),
             artifacts: o.map(|o| o.artifacts.clone()).unwrap_or_default(),
             artifacts_dropped: o.map_or(0, |o| o.artifacts_dropped),
             image_digest: o.and_then(|o| o.provenance.image_digest.clone()),
@@ -190,7 +181,7 @@ impl From<&ExecutionRecord> for ExecuteOut {
 
 /// Where to read an accepted execution.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Links {
+pub(super) struct Links {
     /// `GET` it for the result (`?wait=N` long-polls up to N seconds).
     #[serde(rename = "self")]
     pub this: String,
@@ -202,7 +193,7 @@ pub struct Links {
 
 /// 202 body: accepted, not finished.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct SubmissionOut {
+pub(super) struct SubmissionOut {
     pub execution_id: Uuid,
     pub status: Status,
     pub links: Links,
@@ -218,27 +209,6 @@ impl From<&ExecutionRecord> for SubmissionOut {
                 approval: (r.status == Status::PendingApproval)
                     .then(|| format!("/v1/approvals/{}", r.id)),
             },
-        }
-    }
-}
-
-impl From<GateError> for ApiError {
-    fn from(e: GateError) -> Self {
-        match e {
-            GateError::Overloaded { retry_after_secs } => ApiError::Overloaded { retry_after_secs },
-            GateError::Unavailable(m) => ApiError::EngineUnavailable(m),
-            GateError::SandboxFailed(m) => ApiError::Internal(m),
-        }
-    }
-}
-
-impl From<ExecError> for ApiError {
-    fn from(e: ExecError) -> Self {
-        match e {
-            ExecError::Gate(g) => g.into(),
-            ExecError::NotFound => ApiError::NotFound("no such execution".into()),
-            ExecError::Conflict(_) => ApiError::Conflict(e.to_string()),
-            ExecError::Store(s) => ApiError::Internal(s.to_string()),
         }
     }
 }
@@ -266,13 +236,13 @@ impl From<ExecError> for ApiError {
     ),
     security(("agent_token" = []))
 )]
-pub async fn execute(
+pub(super) async fn execute(
     State(state): State<AppState>,
     caller: Authenticated,
     Json(body): Json<ExecuteIn>,
 ) -> Result<Response, ApiError> {
     let caller = caller.require(Role::Agent)?;
-    let request = body.check(state.executions.gate().settings(), &state.profiles)?;
+    let request = body.check(state.executions.settings(), &state.profiles)?;
     Ok(
         match state.executions.submit(caller, request, true).await? {
             Submitted::Finished(rec) => axum::Json(ExecuteOut::from(&rec)).into_response(),

@@ -8,15 +8,15 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 
 use super::auth::Authenticated;
+use super::error::{ApiError, ErrorBody};
 use super::execute::{ExecuteIn, ExecuteOut, SubmissionOut};
 use super::params::{IdParam, Query};
 use super::{AppState, Json};
 use crate::auth::Role;
-use crate::error::{ApiError, ErrorBody};
 use crate::executions::Submitted;
 
 /// Longest long-poll.
-pub const MAX_WAIT_SECS: u64 = 60;
+pub(super) const MAX_WAIT_SECS: u64 = 60;
 
 /// Accept a script and return at once; it is validated and run in the background (or after
 /// approval). Read the result at `links.self`.
@@ -40,13 +40,13 @@ pub const MAX_WAIT_SECS: u64 = 60;
     ),
     security(("agent_token" = []))
 )]
-pub async fn submit(
+pub(super) async fn submit(
     State(state): State<AppState>,
     caller: Authenticated,
     Json(body): Json<ExecuteIn>,
 ) -> Result<(StatusCode, axum::Json<SubmissionOut>), ApiError> {
     let caller = caller.require(Role::Agent)?;
-    let request = body.check(state.executions.gate().settings(), &state.profiles)?;
+    let request = body.check(state.executions.settings(), &state.profiles)?;
     let rec = match state.executions.submit(caller, request, false).await? {
         Submitted::Finished(rec) | Submitted::Accepted(rec) => rec,
     };
@@ -56,7 +56,7 @@ pub async fn submit(
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct WaitQuery {
+pub(super) struct WaitQuery {
     /// Seconds to wait for the execution to finish (long-poll), 0 to 60; default 0.
     #[serde(default)]
     #[param(minimum = 0, maximum = 60)]
@@ -81,7 +81,7 @@ pub struct WaitQuery {
     ),
     security(("agent_token" = []), ("operator_token" = []))
 )]
-pub async fn get(
+pub(super) async fn get(
     State(state): State<AppState>,
     caller: Authenticated,
     IdParam(id): IdParam,

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::AppState;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Health {
+pub(super) struct Health {
     pub status: &'static str,
 }
 
@@ -20,18 +20,18 @@ pub struct Health {
     responses((status = 200, description = "Alive.", body = Health, example = json!({"status": "ok"}))),
     security(())
 )]
-pub async fn healthz() -> axum::Json<Health> {
+pub(super) async fn healthz() -> axum::Json<Health> {
     axum::Json(Health { status: "ok" })
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ImageState {
+pub(super) struct ImageState {
     pub image: String,
     pub present: bool,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ReadyOut {
+pub(super) struct ReadyOut {
     pub ready: bool,
     pub engine: bool,
     pub images: Vec<ImageState>,
@@ -54,10 +54,9 @@ pub struct ReadyOut {
     ),
     security(())
 )]
-pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<ReadyOut>) {
-    let runner = state.executions.gate().runner();
-    let r = runner.readiness().await;
-    let stats = runner.stats();
+pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<ReadyOut>) {
+    let r = state.executions.readiness().await;
+    let stats = state.executions.sandbox_stats();
     let ready = r.ready();
     let body = ReadyOut {
         ready,
@@ -92,8 +91,8 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<Re
     ),
     security(())
 )]
-pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
-    let stats = state.executions.gate().runner().stats();
+pub(super) async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+    let stats = state.executions.sandbox_stats();
     (
         [(
             axum::http::header::CONTENT_TYPE,

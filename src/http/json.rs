@@ -7,11 +7,11 @@ use axum::http::header::CONTENT_TYPE;
 use serde::Deserialize as _;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use super::error::ApiError;
 
 /// A JSON request body, deserialized strictly.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Json<T>(pub T);
+pub(crate) struct Json<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
@@ -46,7 +46,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
 
 /// The configured body limit, which the router puts in every request's extensions.
 #[derive(Debug, Clone, Copy)]
-pub struct BodyLimit(pub usize);
+pub(super) struct BodyLimit(pub usize);
 
 /// How much of an oversized body is read and discarded before answering 413: a client that is
 /// still sending when the answer comes sees a reset connection instead of the typed error, so a
@@ -81,7 +81,7 @@ async fn read_body(req: Request) -> Result<Bytes, ApiError> {
 }
 
 /// Deserializes `bytes`, naming the path of the first error.
-pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -101,7 +101,9 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 /// `deserialize_with` for an optional whole number of seconds: JSON Schema's `integer` includes
 /// `30.0`, which some clients send for 30, so integral floats are accepted; fractions and negative
 /// numbers are schema errors.
-pub fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+pub(super) fn whole_number<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<u64>, D::Error> {
     use serde::de::Error as _;
     let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
         return Ok(None);

@@ -1,19 +1,22 @@
 //! The HTTP front end: routes, the JSON extractor and wire types (`…In` / `…Out`), one file per
 //! resource. Handlers authenticate the caller, convert wire types to checked domain types and call
-//! the [`Executions`] service; nothing below this module knows about axum.
+//! the executions service; nothing below this module knows about axum (`tests/layering.rs`).
 
 mod approvals;
 mod artifacts;
 mod auth;
+pub(crate) mod catalog;
+pub(crate) mod error;
 mod execute;
 mod executions;
 mod health;
+pub mod healthcheck;
 mod json;
-mod mcp;
+pub mod mcp;
 pub mod openapi;
 mod params;
 mod profiles;
-pub mod tools;
+mod tools;
 mod validate;
 
 use std::sync::Arc;
@@ -26,32 +29,29 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::auth::Authenticator;
-use crate::error::ApiError;
 use crate::executions::Executions;
-pub use approvals::{DecisionIn, PendingList, PendingOut};
-pub use auth::Authenticated;
-pub use execute::{ExecuteIn, ExecuteOut, Links, ResourceUsage, SubmissionOut, check_script_text};
-pub use health::ReadyOut;
-pub use json::{Json, parse as parse_json};
-pub use validate::ValidateIn;
+use error::ApiError;
+pub(crate) use execute::{ExecuteIn, ExecuteOut, check_script_text};
+pub(crate) use json::{Json, parse as parse_json};
+pub(crate) use validate::ValidateIn;
 
 #[derive(Debug, Clone)]
-pub struct AppState {
-    pub executions: Arc<Executions>,
-    pub auth: Arc<Authenticator>,
-    pub tools: Arc<crate::tools::Catalog>,
+pub(crate) struct AppState {
+    pub(crate) executions: Arc<Executions>,
+    pub(crate) auth: Arc<Authenticator>,
+    pub(crate) tools: Arc<catalog::Catalog>,
     /// The deployment's runner profiles.
-    pub profiles: Arc<crate::sandbox::profiles::Profiles>,
+    pub(crate) profiles: Arc<crate::sandbox::profiles::Profiles>,
     /// The MCP endpoint's settings; `None` when it is off.
-    pub mcp: Option<crate::mcp::HttpSettings>,
+    pub(crate) mcp: Option<mcp::HttpSettings>,
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-pub fn router(state: AppState) -> Router {
-    let max_body = state.executions.gate().settings().max_body_bytes;
+pub(crate) fn router(state: AppState) -> Router {
+    let max_body = state.executions.settings().max_body_bytes;
     // MCP has its own body limit (4 MiB) and JSON-RPC errors; it shares authentication.
-    let mcp = mcp::routes(&state);
+    let mcp = mcp::route::routes(&state);
     Router::new()
         .route("/v1/execute", post(execute::execute))
         .route("/v1/validate", post(validate::validate))

@@ -92,20 +92,13 @@ fn to_yaml(doc: &utoipa::openapi::OpenApi) -> String {
 }
 
 /// `GET /openapi.json`: the contract of this service's configuration.
-pub async fn serve_json(State(state): State<AppState>) -> axum::response::Response {
-    axum::Json(document(
-        state.executions.gate().settings(),
-        &state.profiles,
-    ))
-    .into_response()
+pub(super) async fn serve_json(State(state): State<AppState>) -> axum::response::Response {
+    axum::Json(document(state.executions.settings(), &state.profiles)).into_response()
 }
 
 /// `GET /openapi.yaml`: the same, as YAML.
-pub async fn serve_yaml(State(state): State<AppState>) -> axum::response::Response {
-    let body = to_yaml(&document(
-        state.executions.gate().settings(),
-        &state.profiles,
-    ));
+pub(super) async fn serve_yaml(State(state): State<AppState>) -> axum::response::Response {
+    let body = to_yaml(&document(state.executions.settings(), &state.profiles));
     ([(CONTENT_TYPE, "application/yaml")], body).into_response()
 }
 

@@ -6,11 +6,11 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use super::error::ApiError;
 
 /// A query string, deserialized strictly; errors name the parameter.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Query<T>(pub T);
+pub(super) struct Query<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     type Rejection = ApiError;
@@ -28,7 +28,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
 
 /// The `{id}` path parameter: an execution id.
 #[derive(Debug, Clone, Copy)]
-pub struct IdParam(pub Uuid);
+pub(super) struct IdParam(pub Uuid);
 
 impl<S: Send + Sync> FromRequestParts<S> for IdParam {
     type Rejection = ApiError;

@@ -7,12 +7,12 @@ use serde::Serialize;
 
 use super::AppState;
 use super::auth::Authenticated;
+use super::error::ErrorBody;
 use crate::domain::script::Language;
-use crate::error::ErrorBody;
 
 /// One runner profile.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct ProfileOut {
+pub(super) struct ProfileOut {
     pub name: String,
     pub description: String,
     pub languages: Vec<Language>,
@@ -37,7 +37,7 @@ pub struct ProfileOut {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct ProfilesOut {
+pub(super) struct ProfilesOut {
     /// The profile of requests that name none.
     pub default: String,
     pub profiles: Vec<ProfileOut>,
@@ -54,11 +54,11 @@ pub struct ProfilesOut {
     ),
     security(("agent_token" = []), ("operator_token" = []))
 )]
-pub async fn list(
+pub(super) async fn list(
     State(state): State<AppState>,
     _caller: Authenticated,
 ) -> axum::Json<ProfilesOut> {
-    let statuses = state.executions.gate().runner().profile_status().await;
+    let statuses = state.executions.profile_status().await;
     let profiles = state
         .profiles
         .all()

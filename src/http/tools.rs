@@ -1,4 +1,4 @@
-//! `GET /v1/tools`: the tool definitions agent frameworks load (see [`crate::tools`]).
+//! `GET /v1/tools`: the tool definitions agent frameworks load (see [`super::catalog`]).
 
 use std::collections::BTreeMap;
 
@@ -8,14 +8,14 @@ use serde_json::Value;
 
 use super::AppState;
 use super::auth::Authenticated;
+use super::catalog::ToolMeta;
+use super::error::{ApiError, ErrorBody};
 use super::params::Query;
-use crate::error::{ApiError, ErrorBody};
-use crate::tools::ToolMeta;
 
 /// Which shape to return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum ToolFormat {
+pub(super) enum ToolFormat {
     /// OpenAI function calling: `{"type": "function", "function": {…}}`.
     Openai,
     /// Anthropic tool use: `{name, description, input_schema}`.
@@ -25,14 +25,14 @@ pub enum ToolFormat {
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct ToolsQuery {
+pub(super) struct ToolsQuery {
     /// Only this format; both when absent.
     pub format: Option<ToolFormat>,
 }
 
 /// Tool definitions keyed by format, and what each tool implies, keyed by tool name.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ToolsOut {
+pub(super) struct ToolsOut {
     /// OpenAI function-calling tools (absent when another format was asked for).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -59,7 +59,7 @@ pub struct ToolsOut {
     ),
     security(("agent_token" = []), ("operator_token" = []))
 )]
-pub async fn list(
+pub(super) async fn list(
     State(state): State<AppState>,
     _caller: Authenticated,
     Query(query): Query<ToolsQuery>,

@@ -4,17 +4,17 @@ use axum::extract::State;
 use serde::Deserialize;
 
 use super::auth::Authenticated;
+use super::error::{ApiError, ErrorBody};
 use super::{AppState, Json};
 use crate::auth::Role;
 use crate::domain::script::{Language, Script};
 use crate::domain::verdict::Verdict;
-use crate::error::{ApiError, ErrorBody};
 
 /// A script to check. Unknown fields are rejected.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"script_content": "import os\nos.system('id')\n", "script_type": "python"}))]
-pub struct ValidateIn {
+pub(crate) struct ValidateIn {
     /// The script source: not empty, no NUL characters.
     #[schema(min_length = 1, pattern = "^[^\\x00]*$")]
     pub script_content: String,
@@ -36,7 +36,7 @@ pub struct ValidateIn {
     ),
     security(("agent_token" = []))
 )]
-pub async fn validate(
+pub(super) async fn validate(
     State(state): State<AppState>,
     caller: Authenticated,
     Json(body): Json<ValidateIn>,
@@ -44,5 +44,5 @@ pub async fn validate(
     caller.require(Role::Agent)?;
     super::execute::check_script_text(&body.script_content)?;
     let script = Script::new(body.script_type, body.script_content);
-    Ok(axum::Json(state.executions.gate().validate(script).await))
+    Ok(axum::Json(state.executions.validate(script).await))
 }

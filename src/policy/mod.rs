@@ -5,7 +5,6 @@
 //! the supervisor links too; this module loads files, checks them against the configuration and
 //! the validation rules, and selects. Like `validate/`, it decides and does no I/O after start-up.
 
-pub mod cli;
 mod load;
 mod select;
 

@@ -2,12 +2,17 @@
 //! and always removed. Validation is defence in depth; this is the boundary.
 //!
 //! [`Runner`] is the seam the rest of the service depends on; [`docker::DockerSandbox`] implements
-//! it against a real engine (and is the only code that talks to Docker). A run can carry a
-//! run-time policy ([`Lease::run_enforced`], [`Enforcement`]): the supervisor decides every exec,
-//! file operation and connect of the script, the outcome carries the events, and operations the
-//! policy holds for approval reach the caller as [`ApprovalAsk`]s.
+//! it against a real engine (and is the only code that talks to Docker). A [`Lease`] runs either a
+//! script ([`Lease::run`]) or a job of the job protocol ([`Lease::run_job`], [`jobs`]). A script
+//! run can carry a run-time policy ([`Lease::run_enforced`], [`Enforcement`]): the supervisor
+//! decides every exec, file operation and connect of the script, the outcome carries the events,
+//! and operations the policy holds for approval reach the caller as [`ApprovalAsk`]s.
+
+#![warn(unreachable_pub)]
 
 pub mod docker;
+pub mod egress;
+pub mod jobs;
 mod output;
 pub mod profiles;
 
@@ -19,7 +24,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+pub use crate::domain::record::Provenance;
 use crate::domain::script::Language;
+use crate::domain::verdict::{Severity, Verdict};
+use crate::domain::work::ScriptRun;
+pub use jobs::{ArtifactFile, JobOutcome, JobRun, job};
 pub use output::CappedText;
 pub use scriptgate_supervisor::Usage;
 pub use scriptgate_supervisor::enforcement::{ApprovalRequest, ApprovalVerdict, EnforceSummary};
@@ -31,8 +40,11 @@ pub struct Limits {
     pub memory_mb: u64,
     pub cpus: f64,
     pub pids: i64,
-    /// Size of the tmpfs at /tmp, the only writable place; also the largest file (fsize).
+    /// Size of the tmpfs at /tmp.
     pub tmpfs_mb: u64,
+    /// Size of the tmpfs at /workspace (jobs' files); the largest file (fsize) is the larger of
+    /// the two. /tmp, /workspace and /dev/shm are the only writable places.
+    pub workspace_mb: u64,
     pub shm_mb: u64,
     pub nofile: i64,
     /// Bytes of stdout and of stderr kept per run; the rest is discarded and flagged.
@@ -50,6 +62,7 @@ impl Default for Limits {
             cpus: 1.0,
             pids: 100,
             tmpfs_mb: 64,
+            workspace_mb: 256,
             shm_mb: 64,
             nofile: 1024,
             output_bytes: 1 << 20,
@@ -59,12 +72,51 @@ impl Default for Limits {
     }
 }
 
-/// What a lease runs.
+/// What a lease runs. The fields are private and the one constructor takes a passing verdict for
+/// the same language, so no script reaches a container without one.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
-    pub script: String,
-    pub stdin: String,
-    pub timeout: Duration,
+    script: String,
+    stdin: String,
+    timeout: Duration,
+}
+
+/// The verdict does not let the script run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the script has no passing verdict")]
+pub struct NotCleared;
+
+impl RunSpec {
+    /// The run of `work`, when `verdict` passed it.
+    pub fn cleared(work: &ScriptRun, verdict: &Verdict) -> Result<RunSpec, NotCleared> {
+        let passed = verdict.valid
+            && verdict.layer.is_none()
+            && verdict.language == work.script.language
+            && verdict
+                .findings
+                .iter()
+                .all(|f| f.severity != Severity::Block);
+        if !passed {
+            return Err(NotCleared);
+        }
+        Ok(RunSpec {
+            script: work.script.text.clone(),
+            stdin: work.stdin.clone(),
+            timeout: work.timeout(),
+        })
+    }
+
+    pub fn script(&self) -> &str {
+        &self.script
+    }
+
+    pub fn stdin(&self) -> &str {
+        &self.stdin
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
 }
 
 /// A run-time policy for one run ([`Lease::run_enforced`]).
@@ -95,9 +147,7 @@ pub struct RunRequest {
     /// assigns one (the id of the container it uses).
     pub execution_id: Option<Uuid>,
     pub language: Language,
-    pub script: String,
-    pub stdin: String,
-    pub timeout: Duration,
+    pub spec: RunSpec,
 }
 
 /// How long each phase took. Phases served by a warm container before the request count zero;
@@ -133,11 +183,17 @@ pub struct RunOutcome {
     /// Files left out (over `limits.max_images` or `limits.max_image_bytes`).
     pub files_dropped: u32,
     pub provenance: Provenance,
-    /// What the script's processes did, as its run-time policy decided it (`None` for a run
-    /// without a policy).
+}
+
+/// What a run under a run-time policy yields ([`Lease::run_enforced`]): the run's outcome and
+/// what its processes did, as the policy decided it.
+#[derive(Debug, Clone)]
+pub struct EnforcedOutcome {
+    pub outcome: RunOutcome,
+    /// The events (`None` when the script never ran: a sandbox that cannot enforce the policy).
     pub events: Option<Events>,
-    /// How the policy was enforced (`None` without a policy or when the run ended early).
-    pub enforcement: Option<EnforceSummary>,
+    /// How the policy was enforced (`None` when the run ended before the supervisor said).
+    pub summary: Option<EnforceSummary>,
 }
 
 impl RunOutcome {
@@ -159,8 +215,6 @@ impl RunOutcome {
             files: Vec::new(),
             files_dropped: 0,
             provenance: Provenance::default(),
-            events: None,
-            enforcement: None,
         }
     }
 }
@@ -173,19 +227,7 @@ pub struct OutputFile {
     pub data: Vec<u8>,
 }
 
-/// What ran the script, so that a run can be replayed exactly.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Provenance {
-    pub profile: String,
-    /// The image name the container was created from.
-    pub image: String,
-    /// The image's content id (`sha256:…`) the container actually ran.
-    pub image_digest: Option<String>,
-    /// The supervisor's version as it reported it (absent from supervisors that predate it).
-    pub supervisor_version: Option<String>,
-}
-
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum SandboxError {
     /// The engine cannot be reached (stopped, socket missing, connection refused).
     #[error("container engine unavailable: {0}")]
@@ -197,7 +239,29 @@ pub enum SandboxError {
     StartFailed(String),
     /// The engine answered with an error we do not expect.
     #[error("container engine error: {0}")]
-    Engine(String),
+    Engine(#[source] EngineFault),
+}
+
+/// An engine error, kept whole (with its own sources) for logs.
+#[derive(Debug, Clone)]
+pub struct EngineFault(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl EngineFault {
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        EngineFault(std::sync::Arc::new(error))
+    }
+}
+
+impl std::fmt::Display for EngineFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for EngineFault {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 /// Whether the sandbox can take runs now.
@@ -250,11 +314,27 @@ pub trait Lease: std::fmt::Debug + Send {
         self: Box<Self>,
         spec: RunSpec,
         enforcement: Enforcement,
-    ) -> BoxFuture<'static, RunOutcome> {
+    ) -> BoxFuture<'static, EnforcedOutcome> {
         let id = self.execution_id();
         drop((spec, enforcement));
         Box::pin(async move {
-            RunOutcome::not_run(id, "this sandbox cannot enforce a run-time policy".into())
+            EnforcedOutcome {
+                outcome: RunOutcome::not_run(
+                    id,
+                    "this sandbox cannot enforce a run-time policy".into(),
+                ),
+                events: None,
+                summary: None,
+            }
+        })
+    }
+    /// Runs a job instead of a script; always yields an outcome with a complete result (a dying
+    /// sandbox is part of it). Leases that cannot run jobs answer with an `internal_error`.
+    fn run_job(self: Box<Self>, run: JobRun) -> BoxFuture<'static, JobOutcome> {
+        let id = self.execution_id();
+        Box::pin(async move {
+            let error = job::JobError::internal("this sandbox does not run jobs");
+            JobOutcome::not_run(&run, id, error)
         })
     }
 }
@@ -294,15 +374,87 @@ pub trait RunnerExt: Runner {
     fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunOutcome, SandboxError>> {
         Box::pin(async move {
             let lease = self.acquire(request.language, request.execution_id).await?;
-            Ok(lease
-                .run(RunSpec {
-                    script: request.script,
-                    stdin: request.stdin,
-                    timeout: request.timeout,
-                })
-                .await)
+            Ok(lease.run(request.spec).await)
+        })
+    }
+
+    /// A job in the runner profile it names (or the default one), in a fresh or warm container.
+    fn run_job(&self, run: JobRun) -> BoxFuture<'_, Result<JobOutcome, SandboxError>> {
+        Box::pin(async move {
+            let profile = run
+                .job()
+                .profile()
+                .unwrap_or(profiles::DEFAULT_PROFILE)
+                .to_string();
+            let lease = self.acquire_in(&profile, JOB_LANGUAGE, None).await?;
+            Ok(lease.run_job(run).await)
         })
     }
 }
 
 impl<T: Runner + ?Sized> RunnerExt for T {}
+
+/// The language whose container a job runs in: Bash, whose containers start no interpreter
+/// before a script arrives, so nothing is discarded when a job arrives instead.
+pub const JOB_LANGUAGE: Language = Language::Bash;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::script::Script;
+    use crate::domain::verdict::{Finding, Layer};
+
+    fn work(language: Language) -> ScriptRun {
+        ScriptRun::new(
+            Script::new(language, "echo hi"),
+            String::new(),
+            Duration::from_secs(3),
+            profiles::DEFAULT_PROFILE.into(),
+        )
+    }
+
+    fn verdict(language: Language, finding: Option<Severity>) -> Verdict {
+        let findings: Vec<Finding> = finding
+            .into_iter()
+            .map(|severity| Finding {
+                layer: Layer::Dangerous,
+                rule: "r".into(),
+                severity,
+                message: "m".into(),
+                line: 1,
+                column: 1,
+            })
+            .collect();
+        let blocked = findings.iter().any(|f| f.severity == Severity::Block);
+        Verdict {
+            language,
+            valid: !blocked,
+            layer: blocked.then_some(Layer::Dangerous),
+            findings,
+        }
+    }
+
+    #[test]
+    fn only_a_passing_verdict_for_the_same_language_clears_a_run() {
+        let bash = work(Language::Bash);
+        let spec = RunSpec::cleared(&bash, &verdict(Language::Bash, None)).expect("cleared");
+        assert_eq!(
+            (spec.script(), spec.timeout()),
+            ("echo hi", Duration::from_secs(3))
+        );
+        assert!(RunSpec::cleared(&bash, &verdict(Language::Bash, Some(Severity::Warn))).is_ok());
+        assert_eq!(
+            RunSpec::cleared(&bash, &verdict(Language::Bash, Some(Severity::Block))).err(),
+            Some(NotCleared)
+        );
+        assert_eq!(
+            RunSpec::cleared(&bash, &verdict(Language::Python, None)).err(),
+            Some(NotCleared)
+        );
+        // A verdict edited to look valid still carries its blocking finding.
+        let mut forged = verdict(Language::Bash, Some(Severity::Block));
+        forged.valid = true;
+        forged.layer = None;
+        assert_eq!(RunSpec::cleared(&bash, &forged).err(), Some(NotCleared));
+    }
+}

@@ -8,9 +8,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::domain::script::Language;
-
 /// The profile a request without `profile` runs in.
-pub const DEFAULT_PROFILE: &str = "minimal";
+pub use crate::domain::work::DEFAULT_PROFILE;
 /// The built-in scientific Python profile.
 pub const DATA_PROFILE: &str = "data";
 

@@ -19,14 +19,25 @@ const SCHEMA_VERSION: i64 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("database {path}: {message}")]
-    Open { path: String, message: String },
+    #[error("database {}: cannot create the data directory: {source}", .path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("database {}: {source}", .path.display())]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
     #[error("database: {0}")]
     Sql(#[from] rusqlite::Error),
     #[error("database record: {0}")]
-    Corrupt(String),
+    Corrupt(#[from] serde_json::Error),
     #[error("database task failed: {0}")]
-    Task(String),
+    Task(#[from] tokio::task::JoinError),
+    /// A thread panicked while it held the connection.
+    #[error("database task failed: connection lock poisoned")]
+    Poisoned,
 }
 
 /// A status change that did not apply because the record was no longer in an expected status.
@@ -58,20 +69,14 @@ impl Store {
     /// Opens (creating when needed) `dir/scriptgate.db`.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         let path = dir.join("scriptgate.db");
-        let fail = |message: String| StoreError::Open {
-            path: path.display().to_string(),
-            message,
-        };
-        std::fs::create_dir_all(dir)
-            .map_err(|e| fail(format!("cannot create the data directory: {e}")))?;
-        let conn = Connection::open(&path).map_err(|e| fail(e.to_string()))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| fail(e.to_string()))?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| fail(e.to_string()))?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(|e| fail(e.to_string()))?;
-        migrate(&conn).map_err(|e| fail(e.to_string()))?;
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+            path: path.clone(),
+            source,
+        })?;
+        let conn = connect(&path).map_err(|source| StoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
             path,
@@ -89,13 +94,10 @@ impl Store {
     ) -> Result<T, StoreError> {
         let conn = self.conn.clone();
         tokio::task::spawn_blocking(move || {
-            let mut guard = conn
-                .lock()
-                .map_err(|_| StoreError::Task("connection lock poisoned".into()))?;
+            let mut guard = conn.lock().map_err(|_| StoreError::Poisoned)?;
             f(&mut guard)
         })
-        .await
-        .map_err(|e| StoreError::Task(e.to_string()))?
+        .await?
     }
 
     /// Writes a record (new or changed) and its audit events in one transaction.
@@ -179,6 +181,16 @@ impl Store {
     }
 }
 
+/// The connection with write-ahead logging, a busy timeout and the current schema.
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    migrate(&conn)?;
+    Ok(conn)
+}
+
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if version >= SCHEMA_VERSION {
@@ -212,7 +224,7 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 fn decode(json: &str) -> Result<ExecutionRecord, StoreError> {
-    serde_json::from_str(json).map_err(|e| StoreError::Corrupt(e.to_string()))
+    Ok(serde_json::from_str(json)?)
 }
 
 fn read_record(conn: &Connection, id: Uuid) -> Result<Option<ExecutionRecord>, StoreError> {
@@ -227,7 +239,7 @@ fn read_record(conn: &Connection, id: Uuid) -> Result<Option<ExecutionRecord>, S
 }
 
 fn write_record(conn: &Connection, r: &ExecutionRecord) -> Result<(), StoreError> {
-    let json = serde_json::to_string(r).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let json = serde_json::to_string(r)?;
     let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
     conn.execute(
         "INSERT INTO executions (id, status, agent, created_at, updated_at, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6)

@@ -7,7 +7,7 @@ use std::os::unix::fs::OpenOptionsExt as _;
 use scriptgate_supervisor::{ArtifactRequest, FrameKind, MAX_ARTIFACT, encode_artifact};
 
 /// Sends the requested files as `Artifact` frames; returns how many were left out.
-pub fn send(request: &ArtifactRequest) -> Result<u32, String> {
+pub(crate) fn send(request: &ArtifactRequest) -> Result<u32, String> {
     let Ok(entries) = std::fs::read_dir(&request.dir) else {
         return Ok(0);
     };

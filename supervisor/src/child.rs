@@ -92,17 +92,17 @@ const PREIMPORTED: &[u8] = b"\0scriptgate:preimported\n";
 
 /// A started interpreter and the parent ends of its pipes.
 #[derive(Debug)]
-pub struct Running {
-    pub pid: libc::pid_t,
-    pub stdin: Option<OwnedFd>,
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+pub(crate) struct Running {
+    pub(crate) pid: libc::pid_t,
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
     /// Python only: where the script is written (fd 3 in the child).
-    pub code: Option<OwnedFd>,
+    pub(crate) code: Option<OwnedFd>,
 }
 
 #[derive(Debug)]
-pub enum Launch {
+pub(crate) enum Launch {
     /// Already running, waiting for its program on fd 3 (under an enforcement in standby when the
     /// container was started ready for a policy).
     Python(Option<Running>, Option<Enforcement>),
@@ -110,11 +110,15 @@ pub enum Launch {
 }
 
 /// Where enforcement events and approval requests go.
-pub type SinkRef = std::sync::Arc<dyn enforce::Sink>;
+pub(crate) type SinkRef = std::sync::Arc<dyn enforce::Sink>;
 
 impl Launch {
     /// `split`: run the interpreter as another uid than the supervisor's (see `identity`).
-    pub fn new(language: &str, split: Option<Split>, sink: &SinkRef) -> Result<Self, String> {
+    pub(crate) fn new(
+        language: &str,
+        split: Option<Split>,
+        sink: &SinkRef,
+    ) -> Result<Self, String> {
         match language {
             "python" => {
                 // Ready for a policy: the filter is in place from the spawn (same uid only).
@@ -142,7 +146,7 @@ impl Launch {
 
     /// Python with `SCRIPTGATE_PREIMPORT`: waits until the bootstrap has imported the modules
     /// (it writes [`PREIMPORTED`] on stdout; anything the imports printed before it is dropped).
-    pub fn wait_preimport(&self) -> Result<(), String> {
+    pub(crate) fn wait_preimport(&self) -> Result<(), String> {
         let Launch::Python(Some(running), standby) = self else {
             return Ok(());
         };
@@ -151,7 +155,7 @@ impl Launch {
 
     /// The interpreter for `job`, started now for Bash, and the enforcement of the job's policy
     /// (`None` when the job has none and the interpreter was not started ready for one).
-    pub fn start(
+    pub(crate) fn start(
         &mut self,
         job: &Job,
         sink: &SinkRef,

@@ -3,11 +3,10 @@
 
 use std::io::Read;
 
-use scriptgate_supervisor::FrameKind;
-use scriptgate_supervisor::MAX_FRAME;
 use scriptgate_supervisor::enforcement::{
     ApprovalDecision, ApprovalRequest, EventBatch, FEATURE_ENFORCE, HOST_APPROVAL_DECISION,
 };
+use scriptgate_supervisor::{FEATURE_JOBS, FrameKind, MAX_FRAME};
 
 use crate::enforce::{self, Decisions, Sink};
 use crate::identity::Split;
@@ -31,13 +30,13 @@ impl Sink for HostSink {
     }
 }
 
-/// What `Ready` announces: enforcement when this runtime can do it for this script.
+/// What `Ready` announces: jobs always, enforcement when this runtime can do it for this script.
 pub(crate) fn features(split: Option<Split>) -> Vec<String> {
+    let mut features = vec![FEATURE_JOBS.to_string()];
     if split.is_none() && enforce::available() {
-        vec![FEATURE_ENFORCE.to_string()]
-    } else {
-        Vec::new()
+        features.push(FEATURE_ENFORCE.to_string());
     }
+    features
 }
 
 /// Reads decisions from stdin (after the job) on a thread of its own until the host closes it.

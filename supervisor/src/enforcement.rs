@@ -29,7 +29,7 @@ pub const FEATURE_ENFORCE: &str = "enforce/1";
 pub const ENFORCE_READY_ENV: &str = "SCRIPTGATE_ENFORCE";
 
 /// The kind byte of an [`ApprovalDecision`] frame on the supervisor's stdin (after the job).
-pub const HOST_APPROVAL_DECISION: u8 = 21;
+pub const HOST_APPROVAL_DECISION: u8 = crate::HostKind::ApprovalDecision as u8;
 
 /// Events kept per list when a job does not say.
 pub const DEFAULT_EVENT_CAP: u32 = 1000;

@@ -90,7 +90,7 @@ fn filter(
 }
 
 /// The two programs (ENOSYS, then EPERM), compiled for this architecture.
-pub fn programs() -> Result<Vec<BpfProgram>, String> {
+pub(crate) fn programs() -> Result<Vec<BpfProgram>, String> {
     let arch: TargetArch = std::env::consts::ARCH
         .try_into()
         .map_err(|e| format!("seccomp: unsupported architecture: {e:?}"))?;
@@ -116,7 +116,7 @@ pub fn programs() -> Result<Vec<BpfProgram>, String> {
 }
 
 /// Installs the filters on this process (inherited by every child).
-pub fn install() -> Result<(), String> {
+pub(crate) fn install() -> Result<(), String> {
     for program in programs()? {
         seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))?;
     }

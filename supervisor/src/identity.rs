@@ -11,6 +11,12 @@
 //! - becomes [`SUPERVISOR_UID`] itself, keeping only CAP_KILL (to end the script's process group)
 //!   ([`Split::become_supervisor`]), before the script is delivered.
 //!
+//! A job starts many processes as the script's uid (each `run_command`, and a child per file
+//! operation, since the workspace belongs to the script). For a job the supervisor therefore keeps
+//! SETUID, SETGID and SETPCAP beside KILL ([`Split::become_job_supervisor`]): they are what
+//! `become_script` needs in each child, and they stay out of the steps' reach because the steps
+//! run as another uid, with no capability at all.
+//!
 //! With different uids the kernel's ordinary checks do the rest: the script can neither signal the
 //! supervisor nor open anything under /proc/1 (ptrace access mode), whatever the runtime.
 
@@ -18,9 +24,12 @@ use std::io;
 
 /// The supervisor's uid when it runs apart from the script: just below the sandbox range, never a
 /// script's (`spec::UID_BASE` on the host side is 2,000,000,000).
-pub const SUPERVISOR_UID: u32 = 1_999_999_999;
+pub(crate) const SUPERVISOR_UID: u32 = 1_999_999_999;
 
 const CAP_KILL: u32 = 5;
+const CAP_SETGID: u32 = 6;
+const CAP_SETUID: u32 = 7;
+const CAP_SETPCAP: u32 = 8;
 /// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets as two 32-bit words.
 const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 /// Beyond the highest capability any kernel defines today (40); PR_CAPBSET_DROP answers EINVAL
@@ -28,14 +37,14 @@ const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 const CAP_SCAN: libc::c_ulong = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Split {
-    pub script_uid: u32,
+pub(crate) struct Split {
+    pub(crate) script_uid: u32,
 }
 
 impl Split {
     /// What the supervisor was asked for: `None` when it runs as the script's uid already (runc).
     /// Started as root, it insists on a uid for the script, so a script never runs as root.
-    pub fn from_arg(arg: Option<&str>) -> Result<Option<Split>, String> {
+    pub(crate) fn from_arg(arg: Option<&str>) -> Result<Option<Split>, String> {
         // SAFETY: geteuid has no failure mode and no arguments.
         let root = unsafe { libc::geteuid() } == 0;
         match (root, arg) {
@@ -62,25 +71,41 @@ impl Split {
     ///
     /// # Safety
     /// Must run in a freshly forked child (it changes the calling process's credentials).
-    pub unsafe fn become_script(self) -> io::Result<()> {
+    pub(crate) unsafe fn become_script(self) -> io::Result<()> {
         // SAFETY: plain integer system calls on the calling process.
         unsafe {
-            drop_bounding_set_except(None)?;
+            drop_bounding_set_except(&[])?;
             // Credentials change last: the bounding set needs CAP_SETPCAP, which setresuid clears.
             libc::prctl(libc::PR_SET_KEEPCAPS, 0, 0, 0, 0);
-            set_ids(self.script_uid)
+            set_ids(self.script_uid)?;
+            // From root the kernel clears permitted and effective itself; from the job
+            // supervisor's uid it does not (no id was 0), so every set is emptied here.
+            clear_capabilities()
         }
-        // From root to a uid with every id non-zero, the kernel clears permitted and effective.
     }
 
     /// The supervisor's own drop, after the interpreter started and before the script arrives:
     /// [`SUPERVISOR_UID`] with CAP_KILL only.
-    pub fn become_supervisor(self) -> Result<(), String> {
+    pub(crate) fn become_supervisor(self) -> Result<(), String> {
+        drop_to_supervisor(&[CAP_KILL])
+    }
+
+    /// The drop before a job's first step: [`SUPERVISOR_UID`] with KILL, and with SETUID, SETGID
+    /// and SETPCAP to start each step as the script's uid.
+    pub(crate) fn become_job_supervisor(self) -> Result<(), String> {
+        drop_to_supervisor(&[CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP])
+    }
+}
+
+/// Becomes [`SUPERVISOR_UID`] with exactly `keep` in the permitted and effective sets (and in the
+/// bounding set), nothing inheritable.
+fn drop_to_supervisor(keep: &[u32]) -> Result<(), String> {
+    {
         let err = |what: &str| format!("{what}: {}", io::Error::last_os_error());
         // SAFETY: plain integer system calls on the calling (single-threaded) process, and capset
         // with a valid header and two data words.
         unsafe {
-            drop_bounding_set_except(Some(CAP_KILL))
+            drop_bounding_set_except(keep)
                 .map_err(|e| format!("dropping the bounding set: {e}"))?;
             if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
                 return Err(err("prctl(PR_SET_KEEPCAPS)"));
@@ -90,11 +115,11 @@ impl Split {
                 version: CAPABILITY_VERSION_3,
                 pid: 0,
             };
-            let kill = 1u32 << CAP_KILL;
+            let kept = keep.iter().fold(0u32, |set, cap| set | 1 << cap);
             let data = [
                 CapData {
-                    effective: kill,
-                    permitted: kill,
+                    effective: kept,
+                    permitted: kept,
                     inheritable: 0,
                 },
                 CapData::default(),
@@ -129,9 +154,9 @@ struct CapData {
 }
 
 /// Empties the bounding set (but for `keep`), so nothing can ever regain a capability.
-unsafe fn drop_bounding_set_except(keep: Option<u32>) -> io::Result<()> {
+unsafe fn drop_bounding_set_except(keep: &[u32]) -> io::Result<()> {
     for cap in 0..CAP_SCAN {
-        if keep.is_some_and(|k| libc::c_ulong::from(k) == cap) {
+        if keep.iter().any(|k| libc::c_ulong::from(*k) == cap) {
             continue;
         }
         // SAFETY: prctl with integer arguments.
@@ -142,6 +167,20 @@ unsafe fn drop_bounding_set_except(keep: Option<u32>) -> io::Result<()> {
             }
             return Err(e);
         }
+    }
+    Ok(())
+}
+
+/// Every capability set of the calling process emptied (async-signal-safe: one system call).
+unsafe fn clear_capabilities() -> io::Result<()> {
+    let header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData::default(), CapData::default()];
+    // SAFETY: capset with a valid header and two data words.
+    if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

@@ -1,26 +1,66 @@
 //! The protocol between the scriptgate service and the supervisor that is PID 1 of every runner
-//! container.
+//! container, and the job protocol both sides share ([`job`]).
 //!
-//! The container's stdin carries one length-prefixed JSON [`Job`] from the host. Its stdout carries
-//! frames from the supervisor: `[kind: u8][length: u32 big-endian][payload]`. The script's own
-//! output only ever travels inside `Stdout`/`Stderr` frames, so nothing it prints can pass for a
-//! protocol frame, and the `Exit` frame carries a per-run nonce the script never sees.
+//! Both directions are frames, `[kind: u8][length: u32 big-endian][payload]`, at most
+//! [`MAX_FRAME`] bytes of payload each. A step's or an output's own bytes only ever travel inside
+//! frames the supervisor writes, so nothing a script prints can pass for a protocol frame, and the
+//! frames that end a run (`Exit`, `JobEnd`) carry a per-run nonce the script never sees.
+//!
+//! A script run (one-shot):
 //!
 //! ```text
-//! supervisor → host   Ready {version, language}        interpreter started, waiting for a job
-//! host → supervisor   Job {nonce, script, stdin, …}     once; then stdin is closed
-//! supervisor → host   Stdout/Stderr bytes …             as the script writes
-//! supervisor → host   Artifact [name len u16][name][bytes]  files of `Job::artifacts` (if asked)
-//! supervisor → host   Exit {nonce, exit_code, usage}    after the script exited (or Error)
+//! supervisor → host   Ready {version, language, features}   interpreter started, waiting
+//! host → supervisor   [len u32][Job JSON] {nonce, script…}   once; then stdin is closed
+//! supervisor → host   Stdout/Stderr bytes …                  as the script writes
+//! supervisor → host   Artifact [name len u16][name][bytes]   files of `Job::artifacts` (if asked)
+//! supervisor → host   Exit {nonce, exit_code, usage}         after the script exited (or Failure)
 //! ```
 //!
-//! A job with a run-time policy ([`Job::enforce`], see [`enforcement`]) adds `Events` and
-//! `ApprovalRequest` frames before `Exit`, and the host keeps stdin open for approval decisions.
+//! A job (Job protocol 1.0, [`job`]), to a supervisor whose `Ready` lists [`FEATURE_JOBS`]:
 //!
-//! Additions keep older peers working: fields a host adds to [`Job`] are only sent when set, and
-//! [`Ready::supervisor_version`] is optional.
+//! ```text
+//! host → supervisor   RunJob {version, nonce, job, maxima}    a framed message (HostKind)
+//! supervisor → host   StepStarted {index, id, type}           per step, as it starts
+//! supervisor → host   StepEnd {index, result}                 per step (a job::StepResult)
+//! supervisor → host   ArtifactBegin {path, size_bytes, mime_type}, ArtifactData bytes…,
+//!                     ArtifactEnd {sha256}                    per collected file, in chunks
+//! supervisor → host   JobEnd {nonce, status, error, artifacts, resource_usage, …}
+//! ```
+//!
+//! Host → supervisor is a stream of messages that stays open after the first: the supervisor keeps
+//! reading its stdin while a job runs, so later message kinds (a decision, a cancellation, a file)
+//! can reach it mid-run. The one-shot script run keeps its original form, a length-prefixed job
+//! and then end of input; the two are told apart by the first byte, which is a length's high byte
+//! (0: a job is far smaller than 16 MiB) for a script and a [`HostKind`] (never 0) for a framed
+//! message.
+//!
+//! A script run with a run-time policy ([`Job::enforce`], see [`enforcement`]) adds `Events` and
+//! `ApprovalRequest` frames before `Exit`, and the host keeps stdin open after the job for
+//! approval decisions (`[kind 21][length u32][ApprovalDecision JSON]`, framed as host messages).
+//!
+//! A message larger than a frame (a job with big files, a step result with a lot of output) is sent
+//! as `More` frames followed by one frame of its own kind; its payload is the concatenation
+//! ([`encode_message`], [`MessageAssembler`]), at most [`job::HARD_MAX_MESSAGE`] bytes. Artifacts
+//! stream in [`ARTIFACT_CHUNK`]-byte `ArtifactData` frames and are never held whole.
+//!
+//! The protocol only grows: new [`Job`] fields are only sent when set, new `Ready`/`Exit` fields
+//! are optional, new frame kinds are only sent to a peer that asked for them (a job only to a
+//! supervisor announcing [`FEATURE_JOBS`]), so every runner image keeps working with a newer
+//! service and the other way round.
+
+#![warn(unreachable_pub)]
+
+pub mod job;
+mod stream;
+
+pub use stream::{
+    ARTIFACT_CHUNK, ArtifactBegin, ArtifactEnd, FEATURE_JOBS, HostKind, JobEndFrame,
+    MessageAssembler, RawFrameDecoder, RunJob, StepEnd, StepStarted, encode_host_message,
+    encode_message,
+};
 
 pub mod enforcement;
+pub mod forward;
 
 use serde::{Deserialize, Serialize};
 
@@ -97,8 +137,8 @@ pub struct Ready {
     /// The supervisor's crate version (absent from supervisors that predate it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supervisor_version: Option<String>,
-    /// What this supervisor can do beyond a script run ([`enforcement::FEATURE_ENFORCE`]); empty
-    /// in older ones.
+    /// What this supervisor can do beyond a script run ([`FEATURE_JOBS`],
+    /// [`enforcement::FEATURE_ENFORCE`]); empty in older ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
 }
@@ -143,6 +183,15 @@ pub enum FrameKind {
     Exit = 4,
     Failure = 5,
     Artifact = 6,
+    /// Job frames (only to a host that sent a `RunJob`).
+    StepStarted = 7,
+    StepEnd = 8,
+    ArtifactBegin = 9,
+    ArtifactData = 10,
+    ArtifactEnd = 11,
+    JobEnd = 12,
+    /// The payload continues in the next frame; the message's kind is its last frame's.
+    More = 127,
     /// An [`enforcement::EventBatch`] (only for a job with `enforce`).
     Events = 20,
     /// An [`enforcement::ApprovalRequest`] (only for a job with `enforce`).
@@ -158,6 +207,13 @@ impl FrameKind {
             4 => FrameKind::Exit,
             5 => FrameKind::Failure,
             6 => FrameKind::Artifact,
+            7 => FrameKind::StepStarted,
+            8 => FrameKind::StepEnd,
+            9 => FrameKind::ArtifactBegin,
+            10 => FrameKind::ArtifactData,
+            11 => FrameKind::ArtifactEnd,
+            12 => FrameKind::JobEnd,
+            127 => FrameKind::More,
             20 => FrameKind::Events,
             21 => FrameKind::ApprovalRequest,
             _ => return None,
@@ -201,38 +257,29 @@ impl std::fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-/// Reassembles frames from arbitrary chunks of the stream.
+/// Reassembles frames from arbitrary chunks of the stream the supervisor writes.
 #[derive(Debug, Default)]
 pub struct FrameDecoder {
-    buf: Vec<u8>,
+    raw: RawFrameDecoder,
 }
 
 impl FrameDecoder {
     pub fn push(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+        self.raw.push(bytes);
     }
 
     /// The next complete frame, if one is buffered.
     pub fn next_frame(&mut self) -> Result<Option<(FrameKind, Vec<u8>)>, DecodeError> {
-        if self.buf.len() < 5 {
+        let Some(kind) = self.raw.peek_kind() else {
             return Ok(None);
-        }
-        let kind = FrameKind::from_u8(self.buf[0]).ok_or(DecodeError::UnknownKind(self.buf[0]))?;
-        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
-        if len > MAX_FRAME {
-            return Err(DecodeError::TooLarge(len));
-        }
-        if self.buf.len() < 5 + len {
-            return Ok(None);
-        }
-        let payload = self.buf[5..5 + len].to_vec();
-        self.buf.drain(..5 + len);
-        Ok(Some((kind, payload)))
+        };
+        let kind = FrameKind::from_u8(kind).ok_or(DecodeError::UnknownKind(kind))?;
+        Ok(self.raw.next_frame()?.map(|(_, payload)| (kind, payload)))
     }
 
     /// Bytes received that do not yet form a frame.
     pub fn pending(&self) -> usize {
-        self.buf.len()
+        self.raw.pending()
     }
 }
 
@@ -281,8 +328,8 @@ mod tests {
     #[test]
     fn bad_frames_are_errors_not_panics() {
         let mut d = FrameDecoder::default();
-        d.push(&[9, 0, 0, 0, 0]);
-        assert_eq!(d.next_frame(), Err(DecodeError::UnknownKind(9)));
+        d.push(&[99, 0, 0, 0, 0]);
+        assert_eq!(d.next_frame(), Err(DecodeError::UnknownKind(99)));
         let mut d = FrameDecoder::default();
         d.push(&[2, 0xff, 0xff, 0xff, 0xff]);
         assert!(matches!(d.next_frame(), Err(DecodeError::TooLarge(_))));

@@ -1,10 +1,19 @@
-//! `scriptgate-supervisor` is PID 1 of every runner container.
+//! `scriptgate-supervisor` is PID 1 of every runner container, and the job agent.
 //!
-//! It starts the interpreter before any job arrives (Python's start-up is most of a hello-world's
-//! cost), announces `Ready`, reads exactly one [`Job`] from stdin, feeds the script and its stdin to
-//! the interpreter, relays stdout and stderr as frames with per-stream caps, reaps every process in
-//! the container, and ends with an `Exit` frame that carries the job's nonce, the exit status and
-//! the resource usage. Then it exits, which stops the container.
+//! Host mode (the default: `scriptgate-supervisor <python|bash> [SCRIPT_UID]`): it starts the
+//! interpreter before any job arrives (Python's start-up is most of a hello-world's cost),
+//! announces `Ready`, and reads the host's first message from stdin:
+//!
+//! - a script ([`Job`]): it feeds the script and its stdin to the interpreter, relays stdout and
+//!   stderr as frames with per-stream caps, reaps every process in the container, and ends with
+//!   an `Exit` frame that carries the job's nonce, the exit status and the resource usage;
+//! - a job of the job protocol (`RunJob`, see `agent`): it discards the interpreter, runs the
+//!   steps, streams step results and artifacts, and ends with a `JobEnd` frame.
+//!
+//! Then it exits, which stops the container.
+//!
+//! Standalone (`scriptgate-supervisor job --file [DIR]` or `job --stdin`): the job agent without
+//! the service (see `standalone`).
 //!
 //! It marks itself non-dumpable, so the script (same uid) cannot read its memory or file
 //! descriptors through /proc, and as PID 1 it ignores every signal sent from inside the container.
@@ -17,25 +26,35 @@
 //! operation and connect of the script's processes is decided in the supervisor and reported.
 //! The host still owns the deadline: it kills the whole container at timeout.
 
+#![warn(unreachable_pub)]
+
+mod agent;
 mod artifacts;
 mod child;
 mod enforce;
 mod enforced;
 mod filter;
+mod hostjob;
 mod identity;
+mod input;
+mod pipes;
 mod relay;
+mod standalone;
 mod sys;
 mod usage;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::sync::Arc;
 
 use scriptgate_supervisor::{
-    Failure, FrameKind, Job, MAX_FRAME, PROTOCOL_VERSION, Ready, encode_frame,
+    Failure, FrameKind, Job, PROTOCOL_VERSION, Ready, encode_frame, encode_message,
 };
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("job") {
+        std::process::exit(standalone::main(&args[1..]));
+    }
     let language = args.first().map(String::as_str).unwrap_or_default();
     if let Err(message) = run(language, args.get(1).map(String::as_str)) {
         // Best effort: the host treats a missing Exit frame as a failed run anyway.
@@ -52,7 +71,7 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     filter::install()?;
     let sigchld = sys::SignalFd::for_sigchld()?;
     let sink: child::SinkRef = Arc::new(enforced::HostSink);
-    let mut launch = child::Launch::new(language, split, &sink)?;
+    let launch = child::Launch::new(language, split, &sink)?;
     launch.wait_preimport()?;
     let ready = Ready {
         version: PROTOCOL_VERSION,
@@ -65,17 +84,32 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
         FrameKind::Ready,
         &serde_json::to_vec(&ready).map_err(|e| e.to_string())?,
     )?;
-    let Some(job) = read_job()? else {
+    match input::read_first()? {
         // stdin closed without a job: the host discarded this container.
-        return Ok(());
-    };
+        input::First::Closed => Ok(()),
+        input::First::Script(job) => run_script(launch, &job, split, &sigchld, &sink),
+        input::First::RunJob(job, input) => {
+            // The interpreter started for a script is not part of a job (the agent kills it).
+            drop(launch);
+            hostjob::serve(*job, input, split, sigchld)
+        }
+    }
+}
+
+fn run_script(
+    mut launch: child::Launch,
+    job: &Job,
+    split: Option<identity::Split>,
+    sigchld: &sys::SignalFd,
+    sink: &child::SinkRef,
+) -> Result<(), String> {
     if job.version != PROTOCOL_VERSION {
         return Err(format!(
             "protocol version {} is not supported (this supervisor speaks {PROTOCOL_VERSION})",
             job.version
         ));
     }
-    let (running, enforcement) = launch.start(&job, &sink)?;
+    let (running, enforcement) = launch.start(job, sink)?;
     if let (Some(e), Some(_)) = (&enforcement, &job.enforce) {
         enforced::read_decisions(e.decisions());
     }
@@ -84,7 +118,7 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     if let Some(split) = split {
         split.become_supervisor()?;
     }
-    let mut exit = relay::relay(running, &job, &sigchld)?;
+    let mut exit = relay::relay(running, job, sigchld)?;
     // The last events (and the summary) go out before `Exit`.
     if let Some(e) = enforcement {
         e.finish();
@@ -98,34 +132,23 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     )
 }
 
-/// Reads the one length-prefixed job from stdin; `None` on end of input before a job.
-fn read_job() -> Result<Option<Job>, String> {
-    let mut stdin = std::io::stdin().lock();
-    let mut len = [0u8; 4];
-    match stdin.read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(format!("reading the job: {e}")),
-    }
-    let len = u32::from_be_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(format!("job of {len} bytes is too large"));
-    }
-    let mut buf = vec![0u8; len];
-    stdin
-        .read_exact(&mut buf)
-        .map_err(|e| format!("reading the job: {e}"))?;
-    serde_json::from_slice(&buf)
-        .map(Some)
-        .map_err(|e| format!("malformed job: {e}"))
-}
-
 /// Writes one frame to the container's stdout (the host's attach stream).
 pub(crate) fn emit(kind: FrameKind, payload: &[u8]) -> Result<(), String> {
     let mut frame = Vec::with_capacity(payload.len() + 5);
     encode_frame(kind, payload, &mut frame);
+    write_out(&frame)
+}
+
+/// Writes one message of any size (`More` frames, then one of `kind`).
+pub(crate) fn emit_message(kind: FrameKind, payload: &[u8]) -> Result<(), String> {
+    let mut frames = Vec::with_capacity(payload.len() + 16);
+    encode_message(kind, payload, &mut frames);
+    write_out(&frames)
+}
+
+fn write_out(bytes: &[u8]) -> Result<(), String> {
     let mut out = std::io::stdout().lock();
-    out.write_all(&frame)
+    out.write_all(bytes)
         .and_then(|()| out.flush())
         .map_err(|e| format!("writing to the host: {e}"))
 }

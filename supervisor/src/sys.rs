@@ -12,7 +12,7 @@ fn check(ret: libc::c_int, what: &str) -> Result<libc::c_int, String> {
 }
 
 /// Non-dumpable: /proc/1/{mem,fd,environ} become root-owned, so the script cannot read them.
-pub fn make_undumpable() -> Result<(), String> {
+pub(crate) fn make_undumpable() -> Result<(), String> {
     // SAFETY: prctl with PR_SET_DUMPABLE takes plain integer arguments.
     check(
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) },
@@ -22,7 +22,7 @@ pub fn make_undumpable() -> Result<(), String> {
 }
 
 /// A pipe whose ends are close-on-exec (the child gets them through dup2 only).
-pub fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: `fds` is a valid two-element array for pipe2 to fill.
     check(
@@ -33,7 +33,7 @@ pub fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-pub fn set_nonblocking(fd: &OwnedFd) -> Result<(), String> {
+pub(crate) fn set_nonblocking(fd: &OwnedFd) -> Result<(), String> {
     let raw = fd.as_raw_fd();
     // SAFETY: fcntl on a descriptor we own, with integer flags.
     let flags = check(unsafe { libc::fcntl(raw, libc::F_GETFL) }, "fcntl(F_GETFL)")?;
@@ -47,10 +47,10 @@ pub fn set_nonblocking(fd: &OwnedFd) -> Result<(), String> {
 
 /// SIGCHLD delivered as a readable descriptor, so one poll() waits for output and exits alike.
 #[derive(Debug)]
-pub struct SignalFd(OwnedFd);
+pub(crate) struct SignalFd(OwnedFd);
 
 impl SignalFd {
-    pub fn for_sigchld() -> Result<Self, String> {
+    pub(crate) fn for_sigchld() -> Result<Self, String> {
         // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it.
         let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: `mask` is a valid sigset_t.
@@ -73,12 +73,12 @@ impl SignalFd {
         Ok(SignalFd(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
-    pub fn raw(&self) -> RawFd {
+    pub(crate) fn raw(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 
     /// Consumes pending notifications (their content is not needed: waitpid says who exited).
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         let mut buf = [0u8; std::mem::size_of::<libc::signalfd_siginfo>() * 8];
         // SAFETY: reading into a local buffer of the stated length.
         while unsafe { libc::read(self.raw(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
@@ -87,13 +87,13 @@ impl SignalFd {
 
 /// What happened to a reaped process.
 #[derive(Debug, Clone, Copy)]
-pub struct Reaped {
-    pub pid: libc::pid_t,
-    pub status: libc::c_int,
+pub(crate) struct Reaped {
+    pub(crate) pid: libc::pid_t,
+    pub(crate) status: libc::c_int,
 }
 
 /// Reaps one exited child (any pid, PID 1 adopts orphans), without blocking.
-pub fn reap_one() -> Option<Reaped> {
+pub(crate) fn reap_one() -> Option<Reaped> {
     let mut status = 0;
     // SAFETY: waitpid writes the status into a local int.
     let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
@@ -101,7 +101,7 @@ pub fn reap_one() -> Option<Reaped> {
 }
 
 /// (exit code as a shell reports it, terminating signal)
-pub fn decode_status(status: libc::c_int) -> (i32, Option<i32>) {
+pub(crate) fn decode_status(status: libc::c_int) -> (i32, Option<i32>) {
     if libc::WIFSIGNALED(status) {
         let sig = libc::WTERMSIG(status);
         (128 + sig, Some(sig))
@@ -110,7 +110,7 @@ pub fn decode_status(status: libc::c_int) -> (i32, Option<i32>) {
     }
 }
 
-pub fn kill_group(pgid: libc::pid_t) {
+pub(crate) fn kill_group(pgid: libc::pid_t) {
     // SAFETY: kill with a negative pid signals a process group; failure (already gone) is fine.
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
@@ -118,7 +118,7 @@ pub fn kill_group(pgid: libc::pid_t) {
 }
 
 /// CPU time and peak RSS of every child waited for.
-pub fn children_usage() -> (u64, u64) {
+pub(crate) fn children_usage() -> (u64, u64) {
     // SAFETY: rusage is plain data filled by getrusage.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer to a local rusage.
@@ -131,10 +131,26 @@ pub fn children_usage() -> (u64, u64) {
 }
 
 /// `poll` over a few descriptors; returns the revents in the same order.
-pub fn poll(fds: &mut [libc::pollfd]) -> Result<(), String> {
+pub(crate) fn poll(fds: &mut [libc::pollfd]) -> Result<(), String> {
+    poll_until(fds, None)
+}
+
+/// [`poll`] that returns by `deadline` at the latest.
+pub(crate) fn poll_until(
+    fds: &mut [libc::pollfd],
+    deadline: Option<std::time::Instant>,
+) -> Result<(), String> {
     loop {
+        let timeout = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(std::time::Instant::now());
+                // Rounded up, so a wake-up never comes before the deadline.
+                libc::c_int::try_from(left.as_micros().div_ceil(1000)).unwrap_or(libc::c_int::MAX)
+            }
+        };
         // SAFETY: `fds` is a valid slice of pollfd for its length.
-        let ret = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        let ret = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
         if ret >= 0 {
             return Ok(());
         }
@@ -142,5 +158,74 @@ pub fn poll(fds: &mut [libc::pollfd]) -> Result<(), String> {
         if err.kind() != io::ErrorKind::Interrupted {
             return Err(format!("poll: {err}"));
         }
+    }
+}
+
+/// A pollfd waiting for `events` on `fd`.
+pub(crate) fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+/// Whether this process is PID 1 of its PID namespace (a container's init).
+pub(crate) fn is_pid1() -> bool {
+    // SAFETY: getpid has no failure mode.
+    unsafe { libc::getpid() == 1 }
+}
+
+/// Kills every process the supervisor could leave behind and reaps them all: as PID 1, every other
+/// process of the container (`kill(-1)` spares only the caller); otherwise the process group
+/// `group` (outside a PID namespace nothing else can be told apart from the caller's relatives).
+pub(crate) fn kill_all_but_self(group: Option<libc::pid_t>) {
+    // SAFETY: kill with -1 or a negative group signals processes; failure (none left) is fine.
+    unsafe {
+        if is_pid1() {
+            libc::kill(-1, libc::SIGKILL);
+        } else if let Some(g) = group {
+            libc::kill(-g, libc::SIGKILL);
+        }
+    }
+    reap_remaining(std::time::Duration::from_secs(5));
+}
+
+/// Reaps exited children until none is left (or `limit` passes: a process stuck in the kernel).
+pub(crate) fn reap_remaining(limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status into a local int.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid > 0 {
+            continue;
+        }
+        if pid < 0 || std::time::Instant::now() >= deadline {
+            return; // ECHILD: nothing left
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Waits for `pid` to exit and reaps it (`None`: it is not a child, or was reaped already).
+pub(crate) fn wait(pid: libc::pid_t) -> Option<libc::c_int> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status into a local int.
+        let got = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if got == pid {
+            return Some(status);
+        }
+        if got < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return None;
+        }
+    }
+}
+
+pub(crate) fn kill(pid: libc::pid_t) {
+    // SAFETY: kill of one process; failure (already gone) is fine.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
     }
 }

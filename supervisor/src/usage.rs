@@ -14,7 +14,7 @@ fn read_key(path: &str, key: &str) -> Option<u64> {
         .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
 }
 
-pub fn measure(cpu_time_ms: u64, max_rss_bytes: u64) -> Usage {
+pub(crate) fn measure(cpu_time_ms: u64, max_rss_bytes: u64) -> Usage {
     let peak = read_u64("/sys/fs/cgroup/memory/memory.max_usage_in_bytes")
         .or_else(|| read_u64("/sys/fs/cgroup/memory.peak"));
     let oom_kills = read_key("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill ")

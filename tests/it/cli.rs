@@ -144,6 +144,7 @@ fn the_example_config_names_every_key_and_loads_as_the_defaults() {
         "sandbox.runtime",
         "mcp.allowed_hosts",
         "policy.policies_dir",
+        "egress.socket_dir",
     ]
     .iter()
     .map(|k| k.to_string())

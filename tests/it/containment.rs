@@ -343,6 +343,7 @@ impl Host {
             ("NOFILE", limits.nofile.to_string()),
             ("MEMORY_MIB", limits.memory_mb.to_string()),
             ("TMPFS_MIB", limits.tmpfs_mb.to_string()),
+            ("WORKSPACE_MIB", limits.workspace_mb.to_string()),
             ("SHM_MIB", limits.shm_mb.to_string()),
             ("GATEWAY", self.gateway.clone()),
             ("HOSTADDR", self.address.clone().unwrap_or_default()),
@@ -369,6 +370,8 @@ fn bespoke_checks(host: &Host) -> Vec<(&'static str, Check)> {
     let nofile = u64::try_from(limits.nofile).unwrap_or(0);
     let memory_mib = limits.memory_mb;
     let tmpfs_mib = limits.tmpfs_mb;
+    let workspace_mib = limits.workspace_mb;
+    let fsize_mib = limits.tmpfs_mb.max(limits.workspace_mb);
     let shm_mib = limits.shm_mb;
     let cpus = limits.cpus;
     checks.push((
@@ -503,8 +506,18 @@ fn bespoke_checks(host: &Host) -> Vec<(&'static str, Check)> {
             )?;
             let one = seen_u64(r, "tmp-one-file-bytes")?;
             ensure(one == tmpfs_mib << 20, || {
-                format!("one file grew to {one} bytes (fsize limit {tmpfs_mib} MiB)")
+                format!("one file grew to {one} bytes (a tmpfs of {tmpfs_mib} MiB)")
             })
+        }),
+    ));
+    checks.push((
+        "workspace_fills_up_at_its_size",
+        Box::new(move |r| {
+            let total = seen_u64(r, "workspace-total-bytes")?;
+            ensure(
+                ((workspace_mib - 8) << 20..=workspace_mib << 20).contains(&total),
+                || format!("/workspace took {total} bytes before ENOSPC ({workspace_mib} MiB)"),
+            )
         }),
     ));
     checks.push((
@@ -532,8 +545,8 @@ fn bespoke_checks(host: &Host) -> Vec<(&'static str, Check)> {
     checks.push((
         "resource_limits_cannot_be_raised",
         Box::new(move |r| {
-            // fsize in 1024-byte blocks: the tmpfs size.
-            let want = format!("{nofile} {} 0", tmpfs_mib * 1024);
+            // fsize in 1024-byte blocks: the larger of the /tmp and /workspace sizes.
+            let want = format!("{nofile} {} 0", fsize_mib * 1024);
             ensure(seen(r, "hard")? == want, || {
                 format!("hard limits (nofile, fsize blocks, core) are not {want}")
             })
@@ -712,19 +725,22 @@ fn bespoke_checks(host: &Host) -> Vec<(&'static str, Check)> {
         }),
     ));
     checks.push((
-        "only_tmp_shm_and_mqueue_are_writable",
+        "only_tmp_workspace_shm_and_mqueue_are_writable",
         Box::new(|r| {
             let tried = seen_u64(r, "dirs-tried")?;
             ensure(tried > 500, || format!("only {tried} directories walked"))?;
             let writable: BTreeSet<&str> = seen(r, "writable")?.split(',').collect();
-            let allowed: BTreeSet<&str> = ["/tmp", "/dev/shm", "/dev/mqueue"].into();
+            let allowed: BTreeSet<&str> = ["/tmp", "/workspace", "/dev/shm", "/dev/mqueue"].into();
             ensure(writable.is_subset(&allowed), || {
                 format!(
                     "writable outside the tmpfs: {:?}",
                     writable.difference(&allowed)
                 )
             })?;
-            ensure(writable.contains("/tmp"), || "/tmp is not writable".into())
+            ensure(writable.contains("/tmp"), || "/tmp is not writable".into())?;
+            ensure(writable.contains("/workspace"), || {
+                "/workspace is not writable".into()
+            })
         }),
     ));
     checks.push((

@@ -1,29 +1,23 @@
-//! Starting the real service (or the sandbox alone) for a test, and checking what it leaves behind.
+//! Starting the real service (on the real engine, or over the fake runner of [`crate::fake`]) or
+//! the sandbox alone for a test, and checking what it leaves behind.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::models::ContainerSummary;
 use bollard::query_parameters::ListContainersOptions;
 use scriptgate::config::Config;
+use scriptgate::domain::script::{Language, Script};
+use scriptgate::domain::verdict::Verdict;
+use scriptgate::domain::work::{DEFAULT_PROFILE, ScriptRun};
 use scriptgate::sandbox::docker::{DockerConfig, DockerSandbox};
+use scriptgate::sandbox::{RunRequest, RunSpec};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-/// The runner image under test: `TEST_RUNNER_IMAGE` (a tag built from this checkout's
-/// supervisor, immune to concurrent rebuilds of `latest`), else the default. (Not `SCRIPTGATE_…`:
-/// services the tests start would read it as a configuration key.)
-pub fn runner_image() -> Option<String> {
-    std::env::var("TEST_RUNNER_IMAGE").ok()
-}
-
-fn use_runner_image(config: &mut DockerConfig) {
-    if let Some(image) = runner_image() {
-        config.python_image = image.clone();
-        config.bash_image = image;
-    }
-}
+use crate::fake::{Fake, FakeRunner};
 
 /// A unique instance label, so tests sharing one engine never see (or reap) each other's containers.
 pub fn instance() -> String {
@@ -81,42 +75,91 @@ pub struct Service {
     pub instance: String,
     pub data_dir: std::path::PathBuf,
     pub client: reqwest::Client,
+    /// The runner when the service runs over the fake one (no containers).
+    fake: Option<Arc<FakeRunner>>,
     shutdown: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    task: Option<tokio::task::JoinHandle<Result<(), scriptgate::StartError>>>,
+}
+
+/// The configuration every test service starts from: its own instance label and data directory,
+/// the pool off (cold runs); `tweak` changes the rest.
+fn test_config(tweak: impl FnOnce(&mut Config)) -> Config {
+    let mut config = Config::default();
+    config.sandbox.instance = instance();
+    config.sandbox.pool.size = 0;
+    config.data_dir = Some(tempfile::tempdir().expect("data dir").keep());
+    tweak(&mut config);
+    config
 }
 
 impl Service {
-    /// The service with the pool off (cold runs) unless `tweak` says otherwise.
+    /// The service on the real engine, with the pool off (cold runs) unless `tweak` says otherwise.
     pub async fn start(tweak: impl FnOnce(&mut Config)) -> Service {
-        let mut config = Config::default();
-        config.sandbox.instance = instance();
-        config.sandbox.pool.size = 0;
-        config.data_dir = Some(tempfile::tempdir().expect("data dir").keep());
-        use_runner_image(&mut config.sandbox);
-        tweak(&mut config);
-        let instance = config.sandbox.instance.clone();
-        let data_dir = config.data_dir();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let config = test_config(tweak);
+        let listener = bind().await;
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(scriptgate::run(config, listener, async {
+        let mut service = Service::new(&config, &listener, tx, None);
+        service.task = Some(tokio::spawn(scriptgate::run(config, listener, async {
             let _ = rx.await;
-        }));
-        let client = reqwest::Client::new();
+        })));
+        service.wait_healthy().await;
+        service
+    }
+
+    /// The real service over `runner`: no engine, no containers (contract tests).
+    pub async fn fake(runner: FakeRunner, tweak: impl FnOnce(&mut Config)) -> Service {
+        let config = test_config(tweak);
+        let runner = Arc::new(runner);
+        let validator = scriptgate::validator(&config).expect("rules");
+        let app = scriptgate::App::with_runner(&config, validator, Arc::new(Fake(runner.clone())))
+            .await
+            .expect("the app starts");
+        let listener = bind().await;
+        let (tx, rx) = oneshot::channel::<()>();
+        let mut service = Service::new(&config, &listener, tx, Some(runner));
+        service.task = Some(tokio::spawn(scriptgate::serve(app, listener, async {
+            let _ = rx.await;
+        })));
+        service.wait_healthy().await;
+        service
+    }
+
+    fn new(
+        config: &Config,
+        listener: &tokio::net::TcpListener,
+        shutdown: oneshot::Sender<()>,
+        fake: Option<Arc<FakeRunner>>,
+    ) -> Service {
+        Service {
+            url: format!("http://{}", listener.local_addr().expect("addr")),
+            instance: config.sandbox.instance.clone(),
+            data_dir: config.data_dir(),
+            client: reqwest::Client::new(),
+            fake,
+            shutdown: Some(shutdown),
+            task: None,
+        }
+    }
+
+    /// The fake runner under this service (a service on the real engine has none).
+    pub fn runner(&self) -> &FakeRunner {
+        self.fake
+            .as_deref()
+            .expect("a service over the fake runner")
+    }
+
+    /// Waits until `/healthz` answers (a hang bound, not a speed claim).
+    async fn wait_healthy(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while client.get(format!("{url}/healthz")).send().await.is_err() {
+        while self
+            .client
+            .get(format!("{}/healthz", self.url))
+            .send()
+            .await
+            .is_err()
+        {
             assert!(Instant::now() < deadline, "service did not come up");
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Service {
-            url,
-            instance,
-            data_dir,
-            client,
-            shutdown: Some(tx),
-            task: Some(task),
         }
     }
 
@@ -166,7 +209,8 @@ impl Service {
         }
     }
 
-    /// Graceful shutdown; then nothing of this instance may remain.
+    /// Graceful shutdown; then nothing of this instance may remain (no container; over the fake
+    /// runner, no lease).
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
@@ -174,8 +218,13 @@ impl Service {
         if let Some(task) = self.task.take() {
             task.await.expect("service task").expect("service ran");
         }
-        let left = containers(&self.instance).await;
-        assert!(left.is_empty(), "containers left after shutdown: {left:?}");
+        match &self.fake {
+            Some(runner) => assert_eq!(runner.leased(), 0, "leases left after shutdown"),
+            None => {
+                let left = containers(&self.instance).await;
+                assert!(left.is_empty(), "containers left after shutdown: {left:?}");
+            }
+        }
     }
 }
 
@@ -185,9 +234,17 @@ impl Drop for Service {
         // so this instance's containers are removed here, synchronously (only its own label).
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
-            remove_instance_now(&self.instance);
+            if self.fake.is_none() {
+                remove_instance_now(&self.instance);
+            }
         }
     }
+}
+
+async fn bind() -> tokio::net::TcpListener {
+    tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port")
 }
 
 /// `docker rm -f` of every container of `instance`, without the async runtime (for `Drop`).
@@ -209,17 +266,49 @@ pub fn remove_instance_now(instance: &str) {
     }
 }
 
+/// The runner image to test, when not the default one: on an engine shared by several
+/// checkouts, `RUNNER_IMAGE_UNDER_TEST` names the image built from this tree (by its hash tag).
+/// (Not `SCRIPTGATE_…`: the service reads every variable with that prefix as configuration.)
+pub fn runner_image() -> String {
+    std::env::var("RUNNER_IMAGE_UNDER_TEST")
+        .unwrap_or_else(|_| scriptgate::sandbox::docker::images::DEFAULT_IMAGE.to_string())
+}
+
 /// The sandbox alone: hostile scripts run here with validation bypassed, since the container is
 /// the boundary and must hold on its own.
 pub async fn sandbox(tweak: impl FnOnce(&mut DockerConfig)) -> DockerSandbox {
     let mut config = DockerConfig {
         instance: instance(),
+        python_image: runner_image(),
+        bash_image: runner_image(),
         ..DockerConfig::default()
     };
     config.pool.size = 0;
-    use_runner_image(&mut config);
     tweak(&mut config);
     DockerSandbox::start(config).await.expect("sandbox starts")
+}
+
+/// A run of `script` that the test vouches for, without validation: the sandbox tests drive the
+/// container with scripts validation would reject, because the container must hold on its own.
+/// (The service only ever clears a run with the validator's verdict.)
+pub fn vouched(language: Language, script: &str, timeout: u64) -> RunRequest {
+    let work = ScriptRun::new(
+        Script::new(language, script),
+        String::new(),
+        Duration::from_secs(timeout),
+        DEFAULT_PROFILE.into(),
+    );
+    let vouched = Verdict {
+        language,
+        valid: true,
+        layer: None,
+        findings: Vec::new(),
+    };
+    RunRequest {
+        execution_id: None,
+        language,
+        spec: RunSpec::cleared(&work, &vouched).expect("a passing verdict clears the run"),
+    }
 }
 
 /// The Python of the test virtualenv (`scripts/test-deps.sh` builds it from

@@ -1,18 +1,25 @@
-//! The integration test binary: HTTP against the real router, and the sandbox against a real Docker
-//! engine (never a mock: the container is the boundary, so its promises are tested for real).
-//!
-//! Docker tests need a running engine and the runner images (`scripts/test` prepares both).
+//! The integration test binary, in two tiers:
+//! - `contract::`: the real service (router, executions, store, validation) over a hand-written
+//!   fake runner ([`fake`]): HTTP shape, the approval state machine, the OpenAPI and MCP
+//!   contracts. No Docker engine.
+//! - everything else: the service or the sandbox against a real Docker engine (never a mock: the
+//!   container is the boundary, so its promises are tested for real), in the test groups of
+//!   `.config/nextest.toml`. These need a running engine and the runner images (`scripts/test`
+//!   prepares both).
 
-mod approvals;
 mod cli;
 mod compose;
 mod containment;
+mod contract;
 mod corpus;
+mod egress_proxy;
 mod engine_faults;
+mod fake;
 mod harness;
-mod http_shape;
+mod jobs_isolation;
+mod jobs_sandbox;
+mod jobs_standalone;
 mod mcp;
-mod openapi;
 mod policy_cli;
 mod pool;
 mod process;

@@ -1,86 +1,10 @@
-//! The MCP server, driven by the official MCP Python SDK (not written here): streamable HTTP at
-//! `/mcp` on the live service and `scriptgate mcp` on stdio. Initialize, list tools, execute,
-//! validation failure as a structured tool error, bad arguments, unknown tool.
+//! `scriptgate mcp` on stdio against the real engine, driven by the official MCP Python SDK (the
+//! same client as the contract test of `/mcp`, `contract::mcp`), and the cleanup of stdio servers'
+//! containers.
 
 use std::process::Command;
 
-use scriptgate::auth::TokenSpec;
-
-use crate::harness::{self, Service};
-
-const AGENT: &str = "agent-token-mcp-3b7e";
-const OPERATOR: &str = "operator-token-mcp-1a9c";
-
-async fn secured() -> Service {
-    Service::start(|c| {
-        c.agent_tokens = vec![TokenSpec {
-            name: "mcp-agent".into(),
-            token: Some(AGENT.into()),
-            sha256: None,
-        }];
-        c.operator_tokens = vec![TokenSpec {
-            name: "mcp-operator".into(),
-            token: Some(OPERATOR.into()),
-            sha256: None,
-        }];
-        c.sandbox.pool.size = 1;
-    })
-    .await
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn the_python_sdk_uses_the_http_endpoint() {
-    let s = secured().await;
-    for mode in ["legacy", "auto"] {
-        let mut client = Command::new(harness::python());
-        client.arg(harness::py_script("mcp_client.py")).args([
-            "http",
-            &format!("{}/mcp", s.url),
-            AGENT,
-            mode,
-        ]);
-        let out = harness::run_ok(client).await;
-        assert!(out.trim_end().ends_with("OK"), "{mode}: {out}");
-    }
-    s.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn the_http_endpoint_needs_an_agent_token() {
-    let s = secured().await;
-    let initialize = serde_json::json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "test", "version": "0"}}
-    });
-    let post = |token: Option<&str>| {
-        let mut req = s
-            .client
-            .post(format!("{}/mcp", s.url))
-            .header("accept", "application/json, text/event-stream")
-            .json(&initialize);
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        req.send()
-    };
-    let none = post(None).await.expect("request");
-    assert_eq!(none.status(), 401);
-    assert_eq!(
-        none.headers()
-            .get("www-authenticate")
-            .and_then(|v| v.to_str().ok()),
-        Some("Bearer")
-    );
-    let body: serde_json::Value = none.json().await.expect("typed error");
-    assert_eq!(body["error"]["type"], "unauthorized");
-    assert_eq!(post(Some("wrong")).await.expect("request").status(), 401);
-    let operator = post(Some(OPERATOR)).await.expect("request");
-    assert_eq!(operator.status(), 403);
-    let agent = post(Some(AGENT)).await.expect("request");
-    assert_eq!(agent.status(), 200);
-    s.stop().await;
-}
+use crate::harness;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_sdk_uses_the_stdio_server() {

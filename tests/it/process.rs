@@ -1,5 +1,6 @@
 //! The scriptgate binary as its own process: spawn `scriptgate serve`, wait until it answers, stop
-//! it (SIGTERM, then SIGKILL) when the test is done or fails.
+//! it (SIGTERM, then SIGKILL) when the test is done or fails. The benchmarks include this file too:
+//! one fixture for every test and benchmark that starts the binary.
 //!
 //! The fixture binds the listening socket itself and hands it to the child as descriptor 3
 //! (`serve --listen-fd 3`), so the port is known before the child starts and no other process
@@ -58,6 +59,13 @@ impl Spawn {
             .env("RUST_LOG", "info")
             .stderr(file);
         self.log = Some(log);
+        self
+    }
+
+    /// The child's stderr on this process's stderr (benchmarks show the service's warnings).
+    #[allow(dead_code)] // for benches/, which include this file
+    pub(crate) fn inherit_stderr(mut self) -> Spawn {
+        self.command.stderr(Stdio::inherit());
         self
     }
 
@@ -136,6 +144,12 @@ impl Process {
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
+    }
+
+    /// The child's process id.
+    #[allow(dead_code)] // for benches/, which include this file
+    pub(crate) fn id(&self) -> u32 {
+        self.child.id()
     }
 
     pub(crate) fn child(&mut self) -> &mut Child {

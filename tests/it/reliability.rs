@@ -1,6 +1,6 @@
 //! Reliability on the service's worst day, against the real service and the real engine: mixed
 //! load beyond its concurrency and queue, a SIGKILL with executions in flight, the engine stopped
-//! and restarted under load, and hostile requests.
+//! and restarted under load, hostile requests, and contract fuzzing (schemathesis).
 //!
 //! CI runs reduced variants; `SCRIPTGATE_RELIABILITY_FULL=1` runs the full ones (500 requests at
 //! concurrency 50). Figures are printed (`--no-capture`) and collected in docs/RELIABILITY.md; no
@@ -441,5 +441,73 @@ async fn hostile_requests_get_typed_4xx_answers() {
     // Nothing reached the sandbox (no execution ran), and the service still works.
     let ok = s.execute("python", "print('still here')", 20).await;
     assert_eq!(ok["stdout"], "still here\n");
+    s.stop().await;
+}
+
+/// schemathesis (property-based, from the contract) against the live service: no server errors,
+/// no response outside the contract, schema-valid requests accepted and invalid ones rejected.
+/// `SCRIPTGATE_FUZZ_EXAMPLES` sets the examples per operation (CI: 25; full mode: 500 with a
+/// random seed, see docs/RELIABILITY.md).
+#[tokio::test(flavor = "multi_thread")]
+#[allow(clippy::print_stdout)] // the figures are part of the reliability report
+async fn schemathesis_finds_no_server_errors_or_contract_violations() {
+    const AGENT: &str = "agent-token-openapi-5c1e";
+    const OPERATOR: &str = "operator-token-openapi-9d2f";
+    let s = Service::start(|c| {
+        c.agent_tokens = vec![scriptgate::auth::TokenSpec {
+            name: "fuzzer".into(),
+            token: Some(AGENT.into()),
+            sha256: None,
+        }];
+        c.operator_tokens = vec![scriptgate::auth::TokenSpec {
+            name: "fuzz-operator".into(),
+            token: Some(OPERATOR.into()),
+            sha256: None,
+        }];
+        c.sandbox.pool.size = 1;
+        // Only the default profile keeps warm containers: those are what must remain at the end.
+        harness::without_data_pool(c);
+    })
+    .await;
+    let examples = std::env::var("SCRIPTGATE_FUZZ_EXAMPLES").unwrap_or_else(|_| "25".into());
+    let seed = std::env::var("SCRIPTGATE_FUZZ_SEED").unwrap_or_else(|_| "20261122".into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let schemathesis = harness::python()
+        .parent()
+        .expect("venv bin")
+        .join("schemathesis");
+    // Agents' operations with the agent token, operators' with the operator token (each token
+    // is refused by the other side, which would only test the 403).
+    for (token, filter) in [
+        (AGENT, "--exclude-tag=approvals"),
+        (OPERATOR, "--include-tag=approvals"),
+    ] {
+        let mut run = std::process::Command::new(&schemathesis);
+        run.current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .arg("run")
+            .arg(format!("{}/openapi.json", s.url))
+            .args(["--header", &format!("Authorization: Bearer {token}")])
+            .arg(filter)
+            .args(["--checks", "all"])
+            // These need resources the fuzzer can create and delete; executions cannot be deleted.
+            .args([
+                "--exclude-checks",
+                "use_after_free,ensure_resource_availability,object_level_authorization",
+            ])
+            .args(["--max-examples", &examples, "--seed", &seed])
+            .args(["--generation-database", "none", "--no-color"]);
+        let out = harness::run_ok(run).await;
+        let summary = out
+            .lines()
+            .find(|l| l.contains("generated"))
+            .unwrap_or("no summary");
+        println!("schemathesis {filter}: {}", summary.trim());
+        assert!(summary.contains("passed"), "{out}");
+    }
+    assert_eq!(
+        harness::settle(&s.instance, 2, std::time::Duration::from_secs(10)).await,
+        2
+    );
     s.stop().await;
 }

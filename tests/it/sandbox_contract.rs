@@ -4,19 +4,9 @@ use std::time::Duration;
 
 use scriptgate::domain::script::Language;
 use scriptgate::sandbox::docker::spec;
-use scriptgate::sandbox::{RunRequest, Runner, RunnerExt};
+use scriptgate::sandbox::{Runner, RunnerExt};
 
-use crate::harness;
-
-fn request(language: Language, script: &str, timeout: u64) -> RunRequest {
-    RunRequest {
-        execution_id: None,
-        language,
-        script: script.into(),
-        stdin: String::new(),
-        timeout: Duration::from_secs(timeout),
-    }
-}
+use crate::harness::{self, vouched as request};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_engine_sees_the_hardened_configuration() {
@@ -76,6 +66,18 @@ async fn the_engine_sees_the_hardened_configuration() {
     for opt in ["size=64m", "nosuid", "nodev", "noexec"] {
         assert!(tmp.contains(opt), "{tmp} has {opt}");
     }
+    // Jobs' files: the sandbox uid's own, nobody else's.
+    let workspace = tmpfs.get("/workspace").expect("/workspace tmpfs");
+    for opt in [
+        "size=256m".to_string(),
+        "nosuid".into(),
+        "nodev".into(),
+        "noexec".into(),
+        format!("uid={uid}"),
+        "mode=0700".into(),
+    ] {
+        assert!(workspace.contains(&opt), "{workspace} has {opt}");
+    }
     let ulimits: Vec<(String, i64)> = host
         .ulimits
         .unwrap_or_default()
@@ -83,7 +85,11 @@ async fn the_engine_sees_the_hardened_configuration() {
         .map(|u| (u.name.unwrap_or_default(), u.hard.unwrap_or(0)))
         .collect();
     assert!(ulimits.contains(&("nofile".into(), 1024)), "{ulimits:?}");
-    assert!(ulimits.contains(&("fsize".into(), 64 << 20)), "{ulimits:?}");
+    // The larger of /tmp and /workspace.
+    assert!(
+        ulimits.contains(&("fsize".into(), 256 << 20)),
+        "{ulimits:?}"
+    );
     assert_eq!(host.log_config.and_then(|l| l.typ).as_deref(), Some("none"));
     assert!(host.binds.unwrap_or_default().is_empty(), "no host mounts");
     assert!(

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use scriptgate::domain::script::Language;
-use scriptgate::sandbox::{RunOutcome, RunRequest, Runner, RunnerExt};
+use scriptgate::sandbox::{RunOutcome, Runner, RunnerExt};
 
 use crate::harness;
 
@@ -11,13 +11,7 @@ async fn run(language: Language, script: &str, timeout: u64) -> (RunOutcome, Dur
     let sandbox = harness::sandbox(|_| {}).await;
     let started = Instant::now();
     let outcome = sandbox
-        .run(RunRequest {
-            execution_id: None,
-            language,
-            script: script.into(),
-            stdin: String::new(),
-            timeout: Duration::from_secs(timeout),
-        })
+        .run(harness::vouched(language, script, timeout))
         .await
         .expect("the sandbox answers");
     let elapsed = started.elapsed();

@@ -165,6 +165,18 @@ pub async fn build(
     options: &BuildOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<String>, ImageError> {
+    if let Ok(binary) = std::fs::read(&options.supervisor) {
+        progress(&format!(
+            "supervisor {}: {:.1} MB, {}",
+            options.supervisor.display(),
+            binary.len() as f64 / 1e6,
+            if is_static_elf(&binary) {
+                "statically linked"
+            } else {
+                "dynamically linked (it needs the image's glibc; `scripts/prepare.sh` links it statically)"
+            }
+        ));
+    }
     let recipes: Vec<&Recipe> = match &options.profile {
         None => RECIPES.iter().collect(),
         Some(name) => vec![RECIPES.iter().find(|r| r.profile == name).ok_or_else(|| {
@@ -312,7 +324,7 @@ async fn ensure_runner(
 ) -> Result<String, ImageError> {
     let supervisor = std::fs::read(&options.supervisor).map_err(|e| {
         ImageError::Build(format!(
-            "supervisor binary {}: {e} (build it with `cargo build --release --workspace`)",
+            "supervisor binary {}: {e} (build it with `scripts/prepare.sh --release`)",
             options.supervisor.display()
         ))
     })?;
@@ -464,6 +476,39 @@ async fn collect_info(docker: &Docker, id: &str) -> Result<String, ImageError> {
     Ok(line.to_string())
 }
 
+/// Whether `binary` is a 64-bit little-endian ELF executable without a program interpreter (no
+/// dynamic loader: statically linked).
+fn is_static_elf(binary: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    let u16_at = |at: usize| {
+        binary
+            .get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
+    let u32_at = |at: usize| {
+        binary
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |at: usize| {
+        binary
+            .get(at..at + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+    };
+    if binary.get(..6) != Some(b"\x7fELF\x02\x01") {
+        return false;
+    }
+    let (Some(phoff), Some(size), Some(count)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38)) else {
+        return false;
+    };
+    let phoff = usize::try_from(phoff).unwrap_or(usize::MAX);
+    (0..usize::from(count)).all(|i| {
+        let at = phoff.saturating_add(i * usize::from(size));
+        u32_at(at).is_some_and(|t| t != PT_INTERP)
+    })
+}
+
 fn context_tar(files: &[(&str, &[u8])], supervisor: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
     let mut add = |name: &str, data: &[u8], mode: u32| {
@@ -482,4 +527,27 @@ fn context_tar(files: &[(&str, &[u8])], supervisor: &[u8]) -> std::io::Result<Ve
     let mut out = builder.into_inner()?;
     out.flush()?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_interpreter_marks_a_dynamic_binary() {
+        // This test binary is linked dynamically.
+        let exe = std::fs::read(std::env::current_exe().expect("exe")).expect("read");
+        assert!(!is_static_elf(&exe));
+        // A minimal ELF64 header with one PT_LOAD program header and no PT_INTERP.
+        let mut elf = vec![0u8; 0x40 + 0x38];
+        elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        elf[0x20..0x28].copy_from_slice(&0x40u64.to_le_bytes());
+        elf[0x36..0x38].copy_from_slice(&0x38u16.to_le_bytes());
+        elf[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes());
+        elf[0x40..0x44].copy_from_slice(&1u32.to_le_bytes());
+        assert!(is_static_elf(&elf));
+        elf[0x40..0x44].copy_from_slice(&3u32.to_le_bytes());
+        assert!(!is_static_elf(&elf));
+        assert!(!is_static_elf(b"#!/bin/sh"));
+    }
 }

@@ -8,6 +8,7 @@
 
 mod enforced;
 pub mod images;
+mod jobrun;
 mod pool;
 mod reaper;
 mod session;
@@ -30,7 +31,8 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use super::{
-    Enforcement, Lease, Limits, Readiness, RunOutcome, RunSpec, Runner, SandboxError, SandboxStats,
+    EnforcedOutcome, Enforcement, JobOutcome, JobRun, Lease, Limits, Readiness, RunOutcome,
+    RunSpec, Runner, SandboxError, SandboxStats,
 };
 use crate::domain::script::Language;
 use crate::sandbox::profiles::{Profile, ProfileConfig, Profiles};
@@ -56,6 +58,8 @@ pub struct DockerConfig {
     /// How long a container may take to start and report ready.
     pub start_timeout_secs: u64,
     pub pool: PoolConfig,
+    /// What any job may ask for at most (`[sandbox.jobs]`).
+    pub jobs: crate::sandbox::job::Maxima,
     /// Runner profiles (`[[sandbox.profiles]]`), besides or replacing the built-in `minimal` and
     /// `data` ([`profiles`](crate::sandbox::profiles)).
     pub profiles: Vec<ProfileConfig>,
@@ -76,6 +80,7 @@ impl Default for DockerConfig {
             limits: Limits::default(),
             start_timeout_secs: 30,
             pool: PoolConfig::default(),
+            jobs: crate::sandbox::job::Maxima::default(),
             profiles: Vec::new(),
             enforcement_ready: false,
         }
@@ -130,14 +135,17 @@ pub(crate) fn classify(e: bollard::errors::Error) -> SandboxError {
         E::DockerResponseServerError {
             status_code,
             message,
-        } => SandboxError::Engine(format!("{status_code}: {message}")),
+        } => SandboxError::Engine(super::EngineFault::new(E::DockerResponseServerError {
+            status_code,
+            message,
+        })),
         E::IOError { .. }
         | E::HyperResponseError { .. }
         | E::HyperLegacyError { .. }
         | E::SocketNotFoundError(_)
         | E::RequestTimeoutError
         | E::HttpClientError { .. } => SandboxError::EngineUnavailable(e.to_string()),
-        other => SandboxError::Engine(other.to_string()),
+        other => SandboxError::Engine(super::EngineFault::new(other)),
     }
 }
 
@@ -164,13 +172,13 @@ impl Cleaner {
         self.live.lock().expect("live set lock").contains(id)
     }
 
-    pub fn live_count(&self) -> usize {
+    pub(crate) fn live_count(&self) -> usize {
         self.live.lock().expect("live set lock").len()
     }
 
     /// Kills and removes a container (volumes included), retrying while the engine is flaky; if it
     /// still fails, the container goes to the failed set, which [`Cleaner::retry_failed`] empties.
-    pub async fn remove(&self, id: &str) {
+    pub(crate) async fn remove(&self, id: &str) {
         let mut removed = false;
         for attempt in 0..5u32 {
             if self.try_remove(id).await {
@@ -210,7 +218,7 @@ impl Cleaner {
     }
 
     /// Retries the removals that failed; returns how many containers are still waiting.
-    pub async fn retry_failed(&self) -> usize {
+    pub(crate) async fn retry_failed(&self) -> usize {
         let ids: Vec<String> = self
             .failed
             .lock()
@@ -228,12 +236,12 @@ impl Cleaner {
     }
 
     /// Containers whose removal is still owed.
-    pub fn failed_count(&self) -> usize {
+    pub(crate) fn failed_count(&self) -> usize {
         self.failed.lock().expect("failed set lock").len()
     }
 
     /// Removes in the background; shutdown waits for it.
-    pub fn remove_later(self: &Arc<Self>, id: String) {
+    pub(crate) fn remove_later(self: &Arc<Self>, id: String) {
         let this = self.clone();
         self.tasks.spawn(async move { this.remove(&id).await });
     }
@@ -499,14 +507,19 @@ impl Lease for DockerLease {
             cleaner,
             output_limit,
         } = *self;
-        Box::pin(async move { prepared.execute(&spec, None, &cleaner, output_limit).await })
+        Box::pin(async move {
+            prepared
+                .execute(&spec, None, &cleaner, output_limit)
+                .await
+                .outcome
+        })
     }
 
     fn run_enforced(
         self: Box<Self>,
         spec: RunSpec,
         enforcement: Enforcement,
-    ) -> BoxFuture<'static, RunOutcome> {
+    ) -> BoxFuture<'static, EnforcedOutcome> {
         let DockerLease {
             prepared,
             cleaner,
@@ -517,6 +530,13 @@ impl Lease for DockerLease {
                 .execute(&spec, Some(enforcement), &cleaner, output_limit)
                 .await
         })
+    }
+
+    fn run_job(self: Box<Self>, run: JobRun) -> BoxFuture<'static, JobOutcome> {
+        let DockerLease {
+            prepared, cleaner, ..
+        } = *self;
+        Box::pin(async move { prepared.execute_job(&run, &cleaner).await })
     }
 }
 

@@ -61,7 +61,7 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    pub fn new(config: &PoolConfig, profiles: &Profiles) -> Self {
+    pub(super) fn new(config: &PoolConfig, profiles: &Profiles) -> Self {
         let slots = profiles
             .all()
             .iter()
@@ -95,7 +95,7 @@ impl Pool {
     }
 
     /// A ready container of `profile` for `language`, if one is waiting.
-    pub fn take(&self, profile: &str, language: Language) -> Option<Prepared> {
+    pub(super) fn take(&self, profile: &str, language: Language) -> Option<Prepared> {
         let slot = self.slot(profile, language)?;
         let taken = {
             let mut queue = slot.ready.lock().expect("pool lock");
@@ -113,7 +113,7 @@ impl Pool {
         taken.map(Prepared::into_warm)
     }
 
-    pub fn ready_count(&self) -> usize {
+    pub(super) fn ready_count(&self) -> usize {
         self.slots
             .iter()
             .map(|s| s.ready.lock().expect("pool lock").len())
@@ -121,7 +121,7 @@ impl Pool {
     }
 
     /// Ready containers of one profile (all languages).
-    pub fn ready_in(&self, profile: &str) -> usize {
+    pub(super) fn ready_in(&self, profile: &str) -> usize {
         self.slots
             .iter()
             .filter(|s| s.profile.name == profile)
@@ -130,7 +130,7 @@ impl Pool {
     }
 
     /// Discards every waiting container (each is removed as it drops).
-    pub fn drain(&self) {
+    pub(super) fn drain(&self) {
         for s in &self.slots {
             let drained: Vec<Prepared> = s.ready.lock().expect("pool lock").drain(..).collect();
             drop(drained);

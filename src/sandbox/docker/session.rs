@@ -25,14 +25,15 @@ use super::enforced::{self, Gathered};
 use super::{Cleaner, Removal, short};
 use crate::domain::script::Language;
 use crate::sandbox::{
-    CappedText, Enforcement, OutputFile, Provenance, RunOutcome, RunSpec, SandboxError, Timings,
+    CappedText, EnforcedOutcome, Enforcement, OutputFile, Provenance, RunOutcome, RunSpec,
+    SandboxError, Timings,
 };
 
 /// What the supervisor writes to its own stderr (diagnostics only) is kept up to this size.
-const DIAGNOSTICS: u64 = 4096;
+pub(super) const DIAGNOSTICS: u64 = 4096;
 
 #[derive(Debug)]
-enum Msg {
+pub(super) enum Msg {
     Frame(FrameKind, Vec<u8>),
     /// The supervisor's own stderr (it never carries script output).
     Diagnostic(Bytes),
@@ -56,18 +57,18 @@ pub(crate) struct Prepared {
     pub execution_id: Uuid,
     pub language: Language,
     pub ready_at: Instant,
-    rx: mpsc::Receiver<Msg>,
-    input: Pin<Box<dyn AsyncWrite + Send>>,
+    pub(super) rx: mpsc::Receiver<Msg>,
+    pub(super) input: Pin<Box<dyn AsyncWrite + Send>>,
     _reader: AbortOnDrop,
     _removal: Removal,
-    create: Duration,
-    start: Duration,
-    warm: bool,
-    provenance: Provenance,
+    pub(super) create: Duration,
+    pub(super) start: Duration,
+    pub(super) warm: bool,
+    pub(super) provenance: Provenance,
     /// Files to ask the supervisor for (profiles with plots).
     files: Option<ArtifactRequest>,
     /// What the supervisor announced it can do beyond a script (`Ready::features`).
-    features: Vec<String>,
+    pub(super) features: Vec<String>,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -117,7 +118,7 @@ async fn read_frames(
     }
 }
 
-fn message_of(payload: &[u8]) -> String {
+pub(super) fn message_of(payload: &[u8]) -> String {
     serde_json::from_slice::<Failure>(payload)
         .map(|f| f.message)
         .unwrap_or_else(|_| String::from_utf8_lossy(payload).into_owned())
@@ -126,7 +127,7 @@ fn message_of(payload: &[u8]) -> String {
 impl Prepared {
     /// Takes over an attached, started container and waits for its supervisor's `Ready`, which
     /// must confirm `script_uid` when the script is to run apart from its supervisor.
-    pub async fn ready(
+    pub(super) async fn ready(
         id: String,
         execution_id: Uuid,
         language: Language,
@@ -212,7 +213,7 @@ impl Prepared {
 
     /// Records what runs the script (the supervisor version comes from its `Ready`) and which
     /// files to return.
-    pub fn with_origin(
+    pub(super) fn with_origin(
         mut self,
         profile: &str,
         image: &str,
@@ -226,39 +227,39 @@ impl Prepared {
         self
     }
 
-    pub fn with_timings(mut self, create: Duration, start: Duration) -> Self {
+    pub(super) fn with_timings(mut self, create: Duration, start: Duration) -> Self {
         self.create = create;
         self.start = start;
         self
     }
 
     /// Marks a container taken from the warm pool: its start-up happened before the request.
-    pub fn into_warm(mut self) -> Self {
+    pub(super) fn into_warm(mut self) -> Self {
         self.warm = true;
         self.create = Duration::ZERO;
         self.start = Duration::ZERO;
         self
     }
 
-    pub fn is_warm(&self) -> bool {
+    pub(super) fn is_warm(&self) -> bool {
         self.warm
     }
 
     /// Whether the container is still there (its attach stream has not ended).
-    pub fn alive(&self) -> bool {
+    pub(super) fn alive(&self) -> bool {
         !self.rx.is_closed()
     }
 
     /// Runs the job (under `enforcement`'s policy, if given); always yields an outcome (failures
     /// of the container are part of it). A policy the supervisor cannot enforce is never dropped:
     /// the script does not run.
-    pub async fn execute(
+    pub(super) async fn execute(
         mut self,
         request: &RunSpec,
         enforcement: Option<Enforcement>,
         cleaner: &Arc<Cleaner>,
         output_limit: u64,
-    ) -> RunOutcome {
+    ) -> EnforcedOutcome {
         let started = Instant::now();
         let nonce = Uuid::new_v4().simple().to_string();
         let enforce = match &enforcement {
@@ -276,8 +277,8 @@ impl Prepared {
         let job = Job {
             version: PROTOCOL_VERSION,
             nonce: nonce.clone(),
-            script: request.script.clone(),
-            stdin: request.stdin.clone(),
+            script: request.script().to_string(),
+            stdin: request.stdin().to_string(),
             output_limit,
             artifacts: self.files.clone(),
             enforce,
@@ -286,7 +287,7 @@ impl Prepared {
         let mut stdout = CappedText::new(output_limit);
         let mut stderr = CappedText::new(output_limit);
         let mut diagnostics = CappedText::new(DIAGNOSTICS);
-        let deadline = tokio::time::Instant::now() + request.timeout;
+        let deadline = tokio::time::Instant::now() + request.timeout();
         let keep_open = job.enforce.is_some();
         let sent = async {
             self.input.write_all(&encode_job(&job)).await?;
@@ -332,6 +333,8 @@ impl Prepared {
                             Some(Err(e)) => break End::Lost(e),
                             None => break End::Lost("an approval request in a run without a policy".into()),
                         },
+                        // Job frames: only a job asks for them.
+                        Some(Msg::Frame(kind, _)) => break End::Lost(format!("unexpected {kind:?} frame in a script run")),
                         Some(Msg::Diagnostic(b)) => diagnostics.push(&b),
                         Some(Msg::Broken(e)) => break End::Lost(e),
                         None => break End::Lost("the container stopped without reporting an exit".into()),
@@ -368,14 +371,14 @@ impl Prepared {
             files: Vec::new(),
             files_dropped: 0,
             provenance: self.provenance.clone(),
-            events: None,
-            enforcement: None,
         };
-        if let Some(g) = gathered {
-            let (events, summary) = g.finish();
-            outcome.events = Some(events);
-            outcome.enforcement = summary;
-        }
+        let (events, summary) = match gathered {
+            Some(g) => {
+                let (events, summary) = g.finish();
+                (Some(events), summary)
+            }
+            None => (None, None),
+        };
         match end {
             End::Exited(exit) => {
                 outcome.files = files;
@@ -417,18 +420,26 @@ impl Prepared {
         outcome.timings.run = started.elapsed();
         // Removal happens after the response; `self.removal` schedules it when dropped here.
         drop(self);
-        outcome
+        EnforcedOutcome {
+            outcome,
+            events,
+            summary,
+        }
     }
 }
 
 impl Prepared {
     /// The outcome of a run refused before its job was sent (the container is removed).
-    fn refused(self, reason: String) -> RunOutcome {
+    fn refused(self, reason: String) -> EnforcedOutcome {
         let mut outcome = RunOutcome::not_run(self.execution_id, reason);
         outcome.container_id = self.id.clone();
         outcome.warm = self.warm;
         outcome.provenance = self.provenance.clone();
-        outcome
+        EnforcedOutcome {
+            outcome,
+            events: None,
+            summary: None,
+        }
     }
 }
 

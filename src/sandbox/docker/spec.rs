@@ -1,5 +1,6 @@
 //! The container every run gets: no network, read-only root, non-root user, no capabilities, no new
-//! privileges, memory/CPU/pids/file limits, a small tmpfs at /tmp, no engine-side logs, no mounts.
+//! privileges, memory/CPU/pids/file limits, small tmpfs mounts at /tmp and /workspace (a job's
+//! files, owned by the sandbox uid), no engine-side logs, no other mounts.
 
 use std::collections::HashMap;
 
@@ -22,6 +23,8 @@ pub const PREIMPORT_ENV: &str = "SCRIPTGATE_PREIMPORT";
 /// Where the plot hook saves figures (the supervisor returns what is there).
 pub const PLOT_DIR_ENV: &str = "SCRIPTGATE_PLOT_DIR";
 pub const PLOT_DIR: &str = "/tmp/.scriptgate-plots";
+/// Where jobs keep their files (a tmpfs of `limits.workspace_mb`).
+pub const WORKSPACE: &str = "/workspace";
 /// `<boot id>/<pid>` of the process that created the container, so a process can tell whether
 /// another one's containers are orphans (see `DockerSandbox::reap_dead_owners`).
 pub const LABEL_OWNER: &str = "scriptgate.owner";
@@ -73,7 +76,6 @@ pub const SUPERVISOR_CAPS: [&str; 4] = ["SETUID", "SETGID", "SETPCAP", "KILL"];
 fn environment(profile: &Profile, enforcement_ready: bool) -> Vec<String> {
     let mut env: Vec<String> = [
         "HOME=/tmp",
-        "PATH=/usr/local/bin:/usr/bin:/bin",
         "LANG=C.UTF-8",
         "PYTHONDONTWRITEBYTECODE=1",
         "PYTHONUNBUFFERED=1",
@@ -84,6 +86,8 @@ fn environment(profile: &Profile, enforcement_ready: bool) -> Vec<String> {
     ]
     .map(String::from)
     .to_vec();
+    // The image's program directories: jobs' commands are looked up there and nowhere else.
+    env.push(format!("PATH={}", crate::sandbox::job::env::IMAGE_PATH));
     if !profile.preimport.is_empty() {
         env.push(format!("{PREIMPORT_ENV}={}", profile.preimport.join(",")));
     }
@@ -105,7 +109,9 @@ pub fn container(
 ) -> ContainerCreateBody {
     let limits = &config.limits;
     let memory = i64::try_from(limits.memory_mb).unwrap_or(i64::MAX / MIB) * MIB;
-    let tmpfs = i64::try_from(limits.tmpfs_mb).unwrap_or(i64::MAX / MIB) * MIB;
+    // The largest file fits the larger of the two writable mounts.
+    let fsize =
+        i64::try_from(limits.tmpfs_mb.max(limits.workspace_mb)).unwrap_or(i64::MAX / MIB) * MIB;
     let labels = HashMap::from([
         (LABEL_MANAGED.to_string(), "true".to_string()),
         (LABEL_INSTANCE.to_string(), config.instance.clone()),
@@ -159,13 +165,24 @@ pub fn container(
             // Equal to memory: no swap.
             memory_swap: Some(memory),
             nano_cpus: Some((limits.cpus * 1e9) as i64),
-            tmpfs: Some(HashMap::from([(
-                "/tmp".to_string(),
-                format!("rw,nosuid,nodev,noexec,size={}m,mode=1777", limits.tmpfs_mb),
-            )])),
+            tmpfs: Some(HashMap::from([
+                (
+                    "/tmp".to_string(),
+                    format!("rw,nosuid,nodev,noexec,size={}m,mode=1777", limits.tmpfs_mb),
+                ),
+                // The script's own (also when the supervisor runs as another uid: the agent
+                // works in it as the script).
+                (
+                    WORKSPACE.to_string(),
+                    format!(
+                        "rw,nosuid,nodev,noexec,size={}m,uid={uid},gid={uid},mode=0700",
+                        limits.workspace_mb
+                    ),
+                ),
+            ])),
             ulimits: Some(vec![
                 ulimit("nofile", limits.nofile),
-                ulimit("fsize", tmpfs),
+                ulimit("fsize", fsize),
                 ulimit("core", 0),
             ]),
             // The supervisor is PID 1 and reaps every process; Docker's init is not needed.

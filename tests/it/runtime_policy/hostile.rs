@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use scriptgate::domain::script::Language;
-use scriptgate::sandbox::{Enforcement, RunSpec, Runner};
+use scriptgate::sandbox::{Enforcement, Runner};
 
 use super::*;
 
@@ -61,7 +61,7 @@ print(json.dumps({"opened": opened, "refused": refused, "leaked": leaked}))
     )
     .await;
     sandbox.shutdown().await;
-    let r = stdout_json(&outcome);
+    let r = stdout_json(&outcome.outcome);
     eprintln!("race: {r}");
     assert_eq!(r["leaked"], 0, "{r}");
     assert!(
@@ -112,7 +112,7 @@ print(json.dumps({"opened": opened, "refused": refused, "leaked": leaked}))
     )
     .await;
     sandbox.shutdown().await;
-    let r = stdout_json(&outcome);
+    let r = stdout_json(&outcome.outcome);
     eprintln!("race: {r}");
     assert_eq!(r["leaked"], 0, "{r}");
     assert!(
@@ -164,11 +164,7 @@ print(json.dumps({"ok": ok}))
         .expect("lease");
     let outcome = lease
         .run_enforced(
-            RunSpec {
-                script: script.into(),
-                stdin: String::new(),
-                timeout: Duration::from_secs(120),
-            },
+            harness::vouched(Language::Python, script, 120).spec,
             Enforcement {
                 policy,
                 event_cap: 5000,
@@ -179,9 +175,9 @@ print(json.dumps({"ok": ok}))
         .await;
     let requests = asked.await.expect("approver");
     sandbox.shutdown().await;
-    assert_eq!(stdout_json(&outcome)["ok"], 100, "{outcome:?}");
+    assert_eq!(stdout_json(&outcome.outcome)["ok"], 100, "{outcome:?}");
     assert_eq!(requests.len(), 100);
-    let summary = outcome.enforcement.expect("summary");
+    let summary = outcome.summary.expect("summary");
     eprintln!("summary: {summary:?}");
     assert_eq!(summary.peak_pending, 100, "{summary:?}");
     assert!(
@@ -206,11 +202,7 @@ print("done")
         .expect("lease");
     let outcome = lease
         .run_enforced(
-            RunSpec {
-                script: script.into(),
-                stdin: String::new(),
-                timeout: Duration::from_secs(280),
-            },
+            harness::vouched(Language::Python, script, 280).spec,
             Enforcement {
                 policy: wire(SECRET_POLICY),
                 event_cap: 100,
@@ -220,7 +212,7 @@ print("done")
         )
         .await;
     sandbox.shutdown().await;
-    assert_eq!(outcome.stdout.text(), "done\n", "{outcome:?}");
+    assert_eq!(outcome.outcome.stdout.text(), "done\n", "{outcome:?}");
     let ev = events(&outcome);
     let kept = ev.file_operations.items().len() as u64;
     assert_eq!(kept, 100);
@@ -229,7 +221,7 @@ print("done")
         "{}",
         ev.file_operations.omitted()
     );
-    let summary = outcome.enforcement.expect("summary");
+    let summary = outcome.summary.expect("summary");
     eprintln!("summary: {summary:?}, file events kept {kept}");
     assert!(summary.decided >= 1_000_000, "{summary:?}");
     assert!(

@@ -97,12 +97,12 @@ async fn decision_matrix(decision: &str, answer: Answer) {
     .await;
     let requests = asked.await.expect("approver");
     sandbox.shutdown().await;
-    assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
+    assert_eq!(outcome.outcome.exit_code, Some(0), "{outcome:?}");
     let proceeds = matches!(
         (decision, answer),
         ("allow" | "log", _) | ("approve", Answer::Approve)
     );
-    let seen = stdout_json(&outcome);
+    let seen = stdout_json(&outcome.outcome);
     let expected = if proceeds {
         serde_json::json!({"exec": 0, "read": 0, "write": 0, "create": 0, "delete": 0, "connect": ECONNREFUSED, "write_kept": "new"})
     } else {
@@ -239,7 +239,7 @@ async fn decision_matrix(decision: &str, answer: Answer) {
     } else {
         assert!(requests.is_empty(), "{requests:?}");
     }
-    let summary = outcome.enforcement.expect("a summary");
+    let summary = outcome.summary.expect("a summary");
     assert!(summary.decided > 6, "{summary:?}");
 }
 

@@ -5,9 +5,7 @@
 //! thread, a symlink flipped in /tmp, a hundred processes waiting for approval at once, a million
 //! opens.
 //!
-//! The image is `TEST_RUNNER_IMAGE` when set (a tag of the image built from this
-//! checkout's supervisor, so concurrent rebuilds of `latest` elsewhere cannot interfere), else
-//! the default runner image.
+//! The image is `RUNNER_IMAGE_UNDER_TEST` when set (see `harness::runner_image`).
 
 mod hostile;
 mod matrix;
@@ -17,9 +15,8 @@ use std::time::Duration;
 
 use scriptgate::domain::script::Language;
 use scriptgate::sandbox::docker::DockerSandbox;
-use scriptgate::sandbox::docker::images::DEFAULT_IMAGE;
 use scriptgate::sandbox::{
-    ApprovalAsk, ApprovalRequest, ApprovalVerdict, Enforcement, RunOutcome, RunSpec, Runner,
+    ApprovalAsk, ApprovalRequest, ApprovalVerdict, EnforcedOutcome, Enforcement, RunOutcome, Runner,
 };
 use scriptgate_policy::events::{Events, FileOperationType, NetworkEvent, OperationType};
 use scriptgate_policy::{CompiledPolicy, Policy, WirePolicy};
@@ -29,7 +26,7 @@ use tokio::sync::mpsc;
 use crate::harness;
 
 pub(super) fn image() -> String {
-    harness::runner_image().unwrap_or_else(|| DEFAULT_IMAGE.to_string())
+    harness::runner_image()
 }
 
 /// A sandbox on the test image, Python started ready for a policy unless `ready` is false.
@@ -112,7 +109,7 @@ pub(super) async fn run(
     policy: WirePolicy,
     approvals: Option<mpsc::Sender<ApprovalAsk>>,
     timeout: Duration,
-) -> RunOutcome {
+) -> EnforcedOutcome {
     let lease = sandbox.acquire(language, None).await.expect("a container");
     let enforcement = Enforcement {
         policy,
@@ -120,15 +117,11 @@ pub(super) async fn run(
         approval_timeout: Duration::from_millis(1500),
         approvals,
     };
-    let spec = RunSpec {
-        script: script.into(),
-        stdin: String::new(),
-        timeout,
-    };
+    let spec = harness::vouched(language, script, timeout.as_secs()).spec;
     lease.run_enforced(spec, enforcement).await
 }
 
-pub(super) fn events(outcome: &RunOutcome) -> &Events {
+pub(super) fn events(outcome: &EnforcedOutcome) -> &Events {
     outcome
         .events
         .as_ref()

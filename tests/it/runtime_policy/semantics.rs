@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use scriptgate::domain::script::Language;
-use scriptgate::sandbox::{Enforcement, RunSpec, Runner};
+use scriptgate::sandbox::{Enforcement, Runner};
 use scriptgate_policy::Decision;
 use serde_json::Value;
 
@@ -31,11 +31,11 @@ ls /tmp >/dev/null; echo "ls=$?"
     .await;
     sandbox.shutdown().await;
     assert_eq!(
-        outcome.stdout.text(),
+        outcome.outcome.stdout.text(),
         "read=1\nexec=126\ncreate=0\nls=0\n",
         "{:?} {:?}",
-        outcome.stderr.text(),
-        outcome.crashed
+        outcome.outcome.stderr.text(),
+        outcome.outcome.crashed
     );
     let ev = events(&outcome);
     let argv0: Vec<&str> = ev
@@ -107,14 +107,10 @@ print(json.dumps({"rows": rows, "listing": listing, "bin": "bin" in ls, "existin
         .await
         .expect("lease");
     let plain = lease
-        .run(RunSpec {
-            script: script.into(),
-            stdin: String::new(),
-            timeout: Duration::from_secs(30),
-        })
+        .run(harness::vouched(Language::Python, script, 30).spec)
         .await;
     sandbox.shutdown().await;
-    assert_eq!(stdout_json(&enforced), stdout_json(&plain));
+    assert_eq!(stdout_json(&enforced.outcome), stdout_json(&plain));
     assert_eq!(
         (
             &stdout_json(&plain)["existing"],
@@ -122,7 +118,6 @@ print(json.dumps({"rows": rows, "listing": listing, "bin": "bin" in ls, "existin
         ),
         (&Value::from(13), &Value::from(30))
     );
-    assert!(plain.events.is_none() && plain.enforcement.is_none());
     let ev = events(&enforced);
     let blocked: Vec<(&str, Option<i32>, Decision)> = ev
         .blocked_operations
@@ -269,14 +264,10 @@ command_rules:
         .await
         .expect("lease");
     let plain = lease
-        .run(RunSpec {
-            script: script.into(),
-            stdin: String::new(),
-            timeout: Duration::from_secs(60),
-        })
+        .run(harness::vouched(Language::Python, script, 60).spec)
         .await;
     sandbox.shutdown().await;
-    let (e, p) = (stdout_json(&enforced), stdout_json(&plain));
+    let (e, p) = (stdout_json(&enforced.outcome), stdout_json(&plain));
     assert_eq!(p["openat-relative-and-umask"], "0o640", "{p}");
     assert_eq!(p["fifo-waits-for-its-writer"], "fifo!", "{p}");
     let keys: Vec<&String> = p.as_object().expect("object").keys().collect();
@@ -287,7 +278,7 @@ command_rules:
             e[key], p[key]
         );
     }
-    assert!(enforced.enforcement.is_some_and(|s| s.decided > 40));
+    assert!(enforced.summary.is_some_and(|s| s.decided > 40));
 }
 
 /// A held call is not restarted by a signal (`WAIT_KILLABLE_RECV`): the handler runs after the
@@ -323,11 +314,7 @@ command_rules:
         .expect("lease");
     let outcome = lease
         .run_enforced(
-            RunSpec {
-                script: script.into(),
-                stdin: String::new(),
-                timeout: Duration::from_secs(30),
-            },
+            harness::vouched(Language::Python, script, 30).spec,
             Enforcement {
                 policy,
                 event_cap: 1000,
@@ -339,7 +326,7 @@ command_rules:
     let requests = asked.await.expect("approver");
     sandbox.shutdown().await;
     assert_eq!(
-        stdout_json(&outcome),
+        stdout_json(&outcome.outcome),
         serde_json::json!({"read": true, "ticks": 1, "handler_after_answer": true, "waited": true})
     );
     assert_eq!(requests.len(), 1, "{requests:?}");
@@ -360,7 +347,7 @@ async fn a_policy_applies_to_an_interpreter_started_without_the_filter() {
     )
     .await;
     sandbox.shutdown().await;
-    assert_eq!(stdout_json(&outcome)["read"], EACCES, "{outcome:?}");
+    assert_eq!(stdout_json(&outcome.outcome)["read"], EACCES, "{outcome:?}");
     assert!(events(&outcome).blocked_operations.items().len() >= 6);
 }
 
@@ -405,8 +392,11 @@ async fn under_gvisor_a_run_with_a_policy_is_refused() {
     )
     .await;
     sandbox.shutdown().await;
-    assert_eq!(outcome.exit_code, None);
-    assert!(outcome.stdout.text().is_empty(), "the script must not run");
-    let reason = outcome.crashed.unwrap_or_default();
+    assert_eq!(outcome.outcome.exit_code, None);
+    assert!(
+        outcome.outcome.stdout.text().is_empty(),
+        "the script must not run"
+    );
+    let reason = outcome.outcome.crashed.unwrap_or_default();
     assert!(reason.contains("not available"), "{reason}");
 }

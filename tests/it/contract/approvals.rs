@@ -1,14 +1,16 @@
 //! Operator approval, agent/operator auth, asynchronous executions, durable state and the audit
-//! log, over real HTTP against the real engine. `the_readme_walkthrough` makes exactly the calls
-//! of README's curl walkthrough.
+//! log, over real HTTP against the real service over the fake runner. `the_readme_walkthrough`
+//! makes exactly the calls of README's curl walkthrough.
 
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use scriptgate::auth::TokenSpec;
 use scriptgate::config::Config;
-use scriptgate::executions::ApprovalMode;
+use scriptgate::domain::record::ApprovalMode;
 use serde_json::{Value, json};
 
+use crate::fake::{Answer, FakeRunner};
 use crate::harness::Service;
 
 const AGENT: &str = "agent-token-2f9c1e7a5b3d";
@@ -55,7 +57,8 @@ async fn call(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_readme_walkthrough() {
-    let s = Service::start(|c| secured(c, ApprovalMode::Always)).await;
+    let runner = FakeRunner::new().answering("print(6 * 7)", Answer::prints("42\n"));
+    let s = Service::fake(runner, |c| secured(c, ApprovalMode::Always)).await;
     // 1. The agent submits.
     let (status, submitted) = call(
         &s,
@@ -122,13 +125,17 @@ async fn the_readme_walkthrough() {
     )
     .await;
     assert_eq!(status, 409, "{conflict}");
-    assert_eq!(conflict["error"]["type"], "conflict");
+    assert_eq!(
+        conflict,
+        json!({"error": {"type": "conflict", "message": "the execution is completed and cannot be decided"}}),
+        "the answer README's walkthrough shows"
+    );
     s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tokens_and_roles_are_enforced() {
-    let s = Service::start(|c| secured(c, ApprovalMode::Never)).await;
+    let s = Service::fake(FakeRunner::new(), |c| secured(c, ApprovalMode::Never)).await;
     let exec = json!({"script_content": "print(1)", "script_type": "python"});
     let some_id = uuid::Uuid::new_v4();
     type Case<'a> = (&'a str, String, Option<Value>, Option<&'a str>, u16);
@@ -252,7 +259,7 @@ async fn tokens_and_roles_are_enforced() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn execute_answers_202_when_approval_is_required_and_denials_are_recorded() {
-    let s = Service::start(|c| secured(c, ApprovalMode::Always)).await;
+    let s = Service::fake(FakeRunner::new(), |c| secured(c, ApprovalMode::Always)).await;
     let (status, accepted) = call(
         &s,
         "POST",
@@ -307,7 +314,7 @@ async fn execute_answers_202_when_approval_is_required_and_denials_are_recorded(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn on_warn_holds_only_scripts_with_warnings() {
-    let s = Service::start(|c| secured(c, ApprovalMode::OnWarn)).await;
+    let s = Service::fake(FakeRunner::new(), |c| secured(c, ApprovalMode::OnWarn)).await;
     let (status, clean) = call(
         &s,
         "POST",
@@ -336,7 +343,7 @@ async fn on_warn_holds_only_scripts_with_warnings() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn undecided_approvals_expire() {
-    let s = Service::start(|c| {
+    let s = Service::fake(FakeRunner::new(), |c| {
         secured(c, ApprovalMode::Always);
         c.approval_timeout_secs = 1;
     })
@@ -350,18 +357,22 @@ async fn undecided_approvals_expire() {
     )
     .await;
     let id = accepted["execution_id"].as_str().expect("id");
-    let started = Instant::now();
-    let (_, read) = call(
-        &s,
-        "GET",
-        &format!("/v1/executions/{id}?wait=10"),
-        Some(AGENT),
-        None,
+    // The long-poll wakes when the execution expires (a bound on a hang: it would otherwise
+    // answer at its 60 s deadline).
+    let (_, read) = tokio::time::timeout(
+        Duration::from_secs(30),
+        call(
+            &s,
+            "GET",
+            &format!("/v1/executions/{id}?wait=60"),
+            Some(AGENT),
+            None,
+        ),
     )
-    .await;
+    .await
+    .expect("the long-poll wakes at the expiry");
     assert_eq!(read["status"], "expired", "{read}");
     assert_eq!(read["error"]["type"], "approval_timeout");
-    assert!(started.elapsed() < Duration::from_secs(8));
     let (status, _) = call(
         &s,
         "POST",
@@ -383,7 +394,7 @@ async fn a_pending_approval_survives_a_restart() {
         c.data_dir = Some(data_dir.clone());
         c.sandbox.instance = instance.clone();
     };
-    let first = Service::start(configure).await;
+    let first = Service::fake(FakeRunner::new(), configure).await;
     let (_, accepted) = call(
         &first,
         "POST",
@@ -394,7 +405,12 @@ async fn a_pending_approval_survives_a_restart() {
     .await;
     let id = accepted["execution_id"].as_str().expect("id").to_string();
     first.stop().await;
-    let second = Service::start(configure).await;
+    let answer = Answer::prints("survived\n");
+    let second = Service::fake(
+        FakeRunner::new().answering("echo survived", answer),
+        configure,
+    )
+    .await;
     let (_, list) = call(&second, "GET", "/v1/approvals", Some(OPERATOR), None).await;
     assert_eq!(list["pending"][0]["execution_id"], id.as_str(), "{list}");
     let (status, _) = call(
@@ -420,7 +436,7 @@ async fn a_pending_approval_survives_a_restart() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_audit_log_chains_and_tampering_is_detected() {
-    let s = Service::start(|c| secured(c, ApprovalMode::Never)).await;
+    let s = Service::fake(FakeRunner::new(), |c| secured(c, ApprovalMode::Never)).await;
     for script in [
         "print(1)",
         "import os\nos.system('x')",
@@ -499,4 +515,194 @@ async fn the_audit_log_chains_and_tampering_is_detected() {
     let out = String::from_utf8_lossy(&verify.stdout);
     assert_eq!(verify.status.code(), Some(1), "{out}");
     assert!(out.contains("broken at record 3"), "{out}");
+}
+
+/// The ids of the "execution finished" log lines emitted on this thread.
+#[derive(Debug, Clone, Default)]
+struct FinishedLines(Arc<Mutex<Vec<String>>>);
+
+impl FinishedLines {
+    fn of(&self, id: &str) -> usize {
+        self.0
+            .lock()
+            .expect("lines lock")
+            .iter()
+            .filter(|i| *i == id)
+            .count()
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for FinishedLines {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        #[derive(Default)]
+        struct Fields {
+            message: String,
+            execution_id: String,
+        }
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                match field.name() {
+                    "message" => self.message = format!("{value:?}"),
+                    "execution_id" => self.execution_id = format!("{value:?}"),
+                    _ => {}
+                }
+            }
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        if fields.message == "execution finished" {
+            self.0.lock().expect("lines lock").push(fields.execution_id);
+        }
+    }
+}
+
+/// Every way an execution ends logs "execution finished" once for it, and nothing that is not an
+/// end does: an approval (pending → queued), a worker taking it (queued → running). The service
+/// runs on this test's single thread, so the thread's log subscriber sees all of it.
+#[tokio::test]
+async fn an_execution_finishes_exactly_once() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let lines = FinishedLines::default();
+    let _logs =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(lines.clone()));
+    let s = Service::fake(FakeRunner::new(), |c| {
+        secured(c, ApprovalMode::OnWarn);
+        c.approval_timeout_secs = 5;
+    })
+    .await;
+    let submit = |path: &'static str, script: &'static str| {
+        let s = &s;
+        async move {
+            let body = json!({"script_content": script, "script_type": "python"});
+            let (status, r) = call(s, "POST", path, Some(AGENT), Some(body)).await;
+            assert!(status == 200 || status == 202, "{status}: {r}");
+            r["execution_id"].as_str().expect("id").to_string()
+        }
+    };
+    let read = |id: String| {
+        let s = &s;
+        async move {
+            let path = format!("/v1/executions/{id}?wait=30");
+            call(s, "GET", &path, Some(AGENT), None).await.1
+        }
+    };
+    let ran = submit("/v1/execute", "print(1)").await;
+    let rejected = submit("/v1/execute", "import os\nos.system('id')\n").await;
+    let queued = submit("/v1/executions", "print(2)").await;
+    assert_eq!(read(queued.clone()).await["status"], "completed");
+    // `os.fork` warns: held for an operator under `on_warn`.
+    let approved = submit("/v1/execute", "import os\npid = os.fork()  # BLOCK\n").await;
+    let denied = submit("/v1/execute", "import os\npid = os.fork()\n").await;
+    let expired = submit("/v1/executions", "import os\npid = os.fork()  # EXIT 1\n").await;
+    let decide = |id: String, decision: &'static str| {
+        let s = &s;
+        async move {
+            let path = format!("/v1/approvals/{id}");
+            let body = json!({"decision": decision});
+            call(s, "POST", &path, Some(OPERATOR), Some(body)).await
+        }
+    };
+    let (status, r) = decide(approved.clone(), "approve").await;
+    assert_eq!((status, r["status"].as_str()), (200, Some("queued")), "{r}");
+    // Approved and taken by a worker, it is queued, then running: neither is an end.
+    while s.runner().ran().len() < 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(lines.of(&approved), 0, "an approval is not an end");
+    s.runner().release.notify_one();
+    assert_eq!(read(approved.clone()).await["status"], "completed");
+    assert_eq!(decide(denied.clone(), "deny").await.0, 200);
+    assert_eq!(read(expired.clone()).await["status"], "expired");
+    for id in [&ran, &rejected, &queued, &approved, &denied, &expired] {
+        assert_eq!(lines.of(id), 1, "execution {id}");
+    }
+    s.stop().await;
+}
+
+/// Work accepted under one set of rules and resumed by a service with stricter ones (queued when
+/// it stopped, or approved after the restart) is validated again before it runs; work that still
+/// passes runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn resumed_work_is_validated_again_under_the_current_rules() {
+    let data_dir = tempfile::tempdir().expect("dir").keep();
+    let lenient = |c: &mut Config| {
+        secured(c, ApprovalMode::OnWarn);
+        c.data_dir = Some(data_dir.clone());
+    };
+    // The engine is away: accepted work stays queued until the service stops.
+    let first = Service::fake(FakeRunner::new().down(), lenient).await;
+    let long = "print('a script longer than the new limit')";
+    let submit = |s: &Service, path: &'static str, script: &'static str| {
+        let body = json!({"script_content": script, "script_type": "python"});
+        let s = s
+            .client
+            .post(format!("{}{path}", s.url))
+            .bearer_auth(AGENT)
+            .json(&body);
+        async move {
+            let r: Value = s.send().await.expect("request").json().await.expect("JSON");
+            (
+                r["status"].as_str().unwrap_or("").to_string(),
+                r["execution_id"].as_str().expect("id").to_string(),
+            )
+        }
+    };
+    let (status, queued_long) = submit(&first, "/v1/executions", long).await;
+    assert_eq!(status, "queued");
+    let (_, queued_short) = submit(&first, "/v1/executions", "print(1)").await;
+    let (status, held) = submit(
+        &first,
+        "/v1/executions",
+        "import os\npid = os.fork()  # approved later",
+    )
+    .await;
+    assert_eq!(status, "pending_approval");
+    first.stop().await;
+
+    let second = Service::fake(FakeRunner::new(), |c| {
+        lenient(c);
+        c.validation.max_chars = 30;
+    })
+    .await;
+    let (status, r) = call(
+        &second,
+        "POST",
+        &format!("/v1/approvals/{held}"),
+        Some(OPERATOR),
+        Some(json!({"decision": "approve"})),
+    )
+    .await;
+    assert_eq!((status, r["status"].as_str()), (200, Some("queued")), "{r}");
+    for id in [&queued_long, &held] {
+        let (_, r) = call(
+            &second,
+            "GET",
+            &format!("/v1/executions/{id}?wait=30"),
+            Some(AGENT),
+            None,
+        )
+        .await;
+        assert_eq!(r["status"], "completed", "{r}");
+        assert_eq!(r["error"]["type"], "validation_failed", "{r}");
+        assert_eq!(r["validation"]["layer"], "size", "{r}");
+    }
+    let (_, r) = call(
+        &second,
+        "GET",
+        &format!("/v1/executions/{queued_short}?wait=30"),
+        Some(AGENT),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (r["status"].as_str(), r["success"].as_bool()),
+        (Some("completed"), Some(true)),
+        "{r}"
+    );
+    assert_eq!(
+        second.runner().ran(),
+        vec!["print(1)".to_string()],
+        "only the script that still passes ran"
+    );
+    second.stop().await;
 }

@@ -1,11 +1,13 @@
 //! The OpenAPI contract: the committed `openapi.yaml` is what the code generates, it is valid
 //! OpenAPI, the service serves it, and a client generated from it (by openapi-python-client, not
-//! written here) drives the live service.
+//! written here) drives the live service (over the fake runner). Contract fuzzing against the
+//! service on the real engine is in `reliability`.
 
 use std::process::Command;
 
 use scriptgate::auth::TokenSpec;
 
+use crate::fake::{Answer, FakeRunner};
 use crate::harness::{self, Service};
 
 const AGENT: &str = "agent-token-openapi-5c1e";
@@ -46,7 +48,7 @@ async fn the_contract_is_valid_openapi_3_1() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_service_serves_the_same_contract() {
-    let s = Service::start(|_| {}).await;
+    let s = Service::fake(FakeRunner::new(), |_| {}).await;
     let yaml = s
         .client
         .get(format!("{}/openapi.yaml", s.url))
@@ -71,13 +73,18 @@ async fn the_service_serves_the_same_contract() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_generated_python_client_drives_the_live_service() {
-    let s = Service::start(|c| {
+    let runner = FakeRunner::new()
+        .answering(
+            "print('hello from the generated client')",
+            Answer::prints("hello from the generated client\n"),
+        )
+        .answering("echo \"$((6*7))\"", Answer::prints("42\n"));
+    let s = Service::fake(runner, |c| {
         c.agent_tokens = vec![TokenSpec {
             name: "generated-client".into(),
             token: Some(AGENT.into()),
             sha256: None,
         }];
-        c.sandbox.pool.size = 1;
     })
     .await;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -105,72 +112,5 @@ async fn a_generated_python_client_drives_the_live_service() {
         .arg(AGENT);
     let out = harness::run_ok(drive).await;
     assert!(out.trim_end().ends_with("OK"), "{out}");
-    s.stop().await;
-}
-
-/// schemathesis (property-based, from the contract) against the live service: no server errors,
-/// no response outside the contract, schema-valid requests accepted and invalid ones rejected.
-/// `SCRIPTGATE_FUZZ_EXAMPLES` sets the examples per operation (CI: 25; full mode: 500 with a
-/// random seed, see docs/RELIABILITY.md).
-#[tokio::test(flavor = "multi_thread")]
-#[allow(clippy::print_stdout)] // the figures are part of the reliability report
-async fn schemathesis_finds_no_server_errors_or_contract_violations() {
-    const OPERATOR: &str = "operator-token-openapi-9d2f";
-    let s = Service::start(|c| {
-        c.agent_tokens = vec![TokenSpec {
-            name: "fuzzer".into(),
-            token: Some(AGENT.into()),
-            sha256: None,
-        }];
-        c.operator_tokens = vec![TokenSpec {
-            name: "fuzz-operator".into(),
-            token: Some(OPERATOR.into()),
-            sha256: None,
-        }];
-        c.sandbox.pool.size = 1;
-        // Only the default profile keeps warm containers: those are what must remain at the end.
-        harness::without_data_pool(c);
-    })
-    .await;
-    let examples = std::env::var("SCRIPTGATE_FUZZ_EXAMPLES").unwrap_or_else(|_| "25".into());
-    let seed = std::env::var("SCRIPTGATE_FUZZ_SEED").unwrap_or_else(|_| "20261122".into());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let schemathesis = harness::python()
-        .parent()
-        .expect("venv bin")
-        .join("schemathesis");
-    // Agents' operations with the agent token, operators' with the operator token (each token
-    // is refused by the other side, which would only test the 403).
-    for (token, filter) in [
-        (AGENT, "--exclude-tag=approvals"),
-        (OPERATOR, "--include-tag=approvals"),
-    ] {
-        let mut run = Command::new(&schemathesis);
-        run.current_dir(dir.path())
-            .env("NO_COLOR", "1")
-            .arg("run")
-            .arg(format!("{}/openapi.json", s.url))
-            .args(["--header", &format!("Authorization: Bearer {token}")])
-            .arg(filter)
-            .args(["--checks", "all"])
-            // These need resources the fuzzer can create and delete; executions cannot be deleted.
-            .args([
-                "--exclude-checks",
-                "use_after_free,ensure_resource_availability,object_level_authorization",
-            ])
-            .args(["--max-examples", &examples, "--seed", &seed])
-            .args(["--generation-database", "none", "--no-color"]);
-        let out = harness::run_ok(run).await;
-        let summary = out
-            .lines()
-            .find(|l| l.contains("generated"))
-            .unwrap_or("no summary");
-        println!("schemathesis {filter}: {}", summary.trim());
-        assert!(summary.contains("passed"), "{out}");
-    }
-    assert_eq!(
-        harness::settle(&s.instance, 2, std::time::Duration::from_secs(10)).await,
-        2
-    );
     s.stop().await;
 }

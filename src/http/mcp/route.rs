@@ -1,4 +1,4 @@
-//! `/mcp`: the MCP server's streamable-HTTP transport ([`crate::mcp`]), mounted behind the same
+//! `/mcp`: the MCP server's streamable-HTTP transport ([`super`]), mounted behind the same
 //! bearer tokens as the REST API. Only agents call tools; the caller travels to the tool calls in
 //! the request's extensions.
 
@@ -10,17 +10,16 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
 use crate::auth::{Authenticator, Role};
-use crate::error::ApiError;
+use crate::http::AppState;
+use crate::http::error::ApiError;
 
 /// The `/mcp` route, or nothing when MCP is off.
-pub fn routes(state: &AppState) -> Router<AppState> {
+pub(crate) fn routes(state: &AppState) -> Router<AppState> {
     let Some(settings) = &state.mcp else {
         return Router::new();
     };
-    let service =
-        crate::mcp::http_service(state.executions.clone(), &state.tools, settings.clone());
+    let service = super::http_service(state.executions.clone(), &state.tools, settings.clone());
     Router::new()
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(

@@ -12,8 +12,8 @@ use anyhow::{Context as _, bail};
 use scriptgate_policy::{CompiledPolicy, Operation, Subject, Verdict};
 use serde::Serialize;
 
-use super::{Policies, check_rule_ids, parse_policy_file, read_bounded};
-use crate::config::Config;
+use scriptgate::config::Config;
+use scriptgate::policy::{Policies, check_rule_ids, parse_policy_file, read_bounded};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum PolicyCommand {
@@ -122,7 +122,7 @@ fn validate(config: &Config, files: &[PathBuf], out: &mut impl Write) -> anyhow:
         p.as_ref()
             .is_ok_and(|p| !p.policy().validation_rules.is_empty())
     });
-    let validator = raises.then(|| crate::validator(config)).transpose()?;
+    let validator = raises.then(|| scriptgate::validator(config)).transpose()?;
     let mut all_valid = true;
     for (shown, policy) in parsed {
         let checked = policy.and_then(|policy| match &validator {
@@ -293,6 +293,7 @@ fn parse_net(rest: &str) -> anyhow::Result<Query> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use scriptgate::policy::PolicySettings;
 
     #[test]
     fn operations_parse_from_their_command_line_form() {
@@ -340,7 +341,7 @@ mod tests {
         }
         let text = include_str!("../../policies/tests/expectations.yml");
         let expectations: Expectations = serde_norway::from_str(text).expect("expectations parse");
-        let policies = Policies::load(&super::super::PolicySettings::default()).expect("built-ins");
+        let policies = Policies::load(&PolicySettings::default()).expect("built-ins");
         let mut checked = 0;
         for (name, decisions) in &expectations.policies {
             let policy = &policies.get(name).expect("a built-in policy").policy;

@@ -1,12 +1,19 @@
 //! The service's one HTTP error type: every failure becomes `{"error": {"type", "message"}}` with a
-//! stable type. Server-side failures are logged in full and answered with a generic message.
+//! stable type. Server-side failures are logged in full and answered with a generic message. The
+//! conversions from the layers' errors are all here.
+
+use std::error::Error as StdError;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::artifacts::ArtifactError;
+use crate::auth::AuthError;
+use crate::executions::{ExecError, Refused};
+
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// The request does not match the API's schema (names the field).
     #[error("{0}")]
     Schema(String),
@@ -32,23 +39,23 @@ pub enum ApiError {
     EngineUnavailable(String),
     /// Anything else on our side: logged with its detail, answered generically.
     #[error("internal error")]
-    Internal(String),
+    Internal(#[source] Box<dyn StdError + Send + Sync>),
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     pub error: ErrorDetail,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ErrorDetail {
+pub(crate) struct ErrorDetail {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub message: String,
 }
 
 impl ApiError {
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             ApiError::Schema(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -64,7 +71,7 @@ impl ApiError {
         }
     }
 
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ApiError::Schema(_) => "schema_error",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
@@ -80,7 +87,7 @@ impl ApiError {
         }
     }
 
-    pub fn body(&self) -> ErrorBody {
+    pub(crate) fn body(&self) -> ErrorBody {
         ErrorBody {
             error: ErrorDetail {
                 kind: self.kind(),
@@ -93,7 +100,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if let ApiError::Internal(detail) = &self {
-            tracing::error!(error = %detail, "internal error");
+            tracing::error!(error = %chain(detail.as_ref()), "internal error");
         }
         let mut response = (self.status(), axum::Json(self.body())).into_response();
         if matches!(self, ApiError::Unauthorized(_)) {
@@ -115,6 +122,52 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// An error and its causes on one line (a cause its parent already quotes is not repeated).
+fn chain(e: &(dyn StdError + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.ends_with(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+impl From<ExecError> for ApiError {
+    fn from(e: ExecError) -> Self {
+        match e {
+            ExecError::Refused(Refused::Overloaded { retry_after_secs }) => {
+                ApiError::Overloaded { retry_after_secs }
+            }
+            ExecError::Refused(r @ Refused::ShuttingDown) => {
+                ApiError::EngineUnavailable(r.to_string())
+            }
+            ExecError::Unavailable(e) => ApiError::EngineUnavailable(e.to_string()),
+            ExecError::NotFound => ApiError::NotFound("no such execution".into()),
+            ExecError::Conflict(_) => ApiError::Conflict(e.to_string()),
+            ExecError::Store(s) => ApiError::Internal(s.into()),
+        }
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> Self {
+        ApiError::Unauthorized(e.to_string())
+    }
+}
+
+impl From<ArtifactError> for ApiError {
+    fn from(e: ArtifactError) -> Self {
+        match e {
+            ArtifactError::NotFound => ApiError::NotFound(e.to_string()),
+            other => ApiError::Internal(other.into()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +175,10 @@ mod tests {
     #[test]
     fn internal_detail_is_never_sent() {
         let e = ApiError::Internal("database at /secret/path exploded".into());
+        assert_eq!(
+            chain(&e),
+            "internal error: database at /secret/path exploded"
+        );
         let body = serde_json::to_string(&e.body()).expect("json");
         assert!(!body.contains("/secret/path"));
         assert!(body.contains("internal_error"));

@@ -1,151 +1,39 @@
-//! HTTP shape against the real router with a hand-written fake runner (no Docker): status codes,
-//! typed error bodies, and the result object for every outcome. What the sandbox promises is tested
-//! against a real engine elsewhere.
+//! HTTP shape against the real router over the fake runner: status codes, typed error bodies, and
+//! the result object for every outcome.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use futures::future::BoxFuture;
 use scriptgate::App;
 use scriptgate::config::Config;
-use scriptgate::domain::script::Language;
-use scriptgate::sandbox::{
-    CappedText, Lease, Readiness, RunOutcome, RunSpec, Runner, SandboxError, SandboxStats, Timings,
-    Usage,
-};
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use tower::ServiceExt;
 
-/// Answers by markers in the script: `EXIT n`, `TIMEOUT`, `OOM`, `CRASH`, `BLOCK` (waits for a
-/// release), `DOWN` (engine unavailable).
-#[derive(Debug, Default)]
-struct FakeRunner {
-    calls: AtomicUsize,
-    release: Arc<Notify>,
-    ready: bool,
-    /// The engine is "down" for every acquisition.
-    down: bool,
-}
+use crate::fake::{Answer, Fake, FakeRunner};
 
-#[derive(Debug)]
-struct FakeLease {
-    id: uuid::Uuid,
-    release: Arc<Notify>,
-}
-
-impl Runner for FakeRunner {
-    fn acquire(
-        &self,
-        _language: Language,
-        execution_id: Option<uuid::Uuid>,
-    ) -> BoxFuture<'_, Result<Box<dyn Lease>, SandboxError>> {
-        Box::pin(async move {
-            self.calls.fetch_add(1, Ordering::SeqCst);
-            if self.down {
-                return Err(SandboxError::EngineUnavailable("engine stopped".into()));
-            }
-            Ok(Box::new(FakeLease {
-                id: execution_id.unwrap_or_else(uuid::Uuid::new_v4),
-                release: self.release.clone(),
-            }) as Box<dyn Lease>)
-        })
-    }
-
-    fn readiness(&self) -> BoxFuture<'_, Readiness> {
-        Box::pin(async move {
-            Readiness {
-                engine: self.ready,
-                images: vec![("runner:test".into(), self.ready)],
-                detail: (!self.ready).then(|| "engine down".into()),
-            }
-        })
-    }
-
-    fn stats(&self) -> SandboxStats {
-        SandboxStats::default()
-    }
-
-    fn shutdown(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
-    }
-}
-
-impl Lease for FakeLease {
-    fn execution_id(&self) -> uuid::Uuid {
-        self.id
-    }
-
-    fn warm(&self) -> bool {
-        false
-    }
-
-    fn run(self: Box<Self>, request: RunSpec) -> BoxFuture<'static, RunOutcome> {
-        Box::pin(async move {
-            let s = request.script.as_str();
-            if s.contains("BLOCK") {
-                self.release.notified().await;
-            }
-            let mut stdout = CappedText::new(8);
-            stdout.push(b"out put data");
-            let exit = s
-                .split_whitespace()
-                .skip_while(|w| *w != "EXIT")
-                .nth(1)
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            RunOutcome {
-                execution_id: self.id,
-                container_id: "fake".into(),
-                exit_code: (!s.contains("TIMEOUT") && !s.contains("CRASH")).then_some(exit),
-                signal: s.contains("OOM").then_some(9),
-                stdout,
-                stderr: CappedText::new(8),
-                timed_out: s.contains("TIMEOUT"),
-                oom_killed: s.contains("OOM"),
-                crashed: s.contains("CRASH").then(|| "gone".to_string()),
-                usage: Usage {
-                    cpu_time_ms: 7,
-                    max_memory_bytes: 1234,
-                    oom_kills: 0,
-                },
-                timings: Timings {
-                    create: Duration::from_millis(3),
-                    ..Timings::default()
-                },
-                warm: false,
-                files: Vec::new(),
-                files_dropped: 0,
-                provenance: Default::default(),
-                events: None,
-                enforcement: None,
-            }
-        })
-    }
-}
-
-async fn app_with(runner: Arc<FakeRunner>, tweak: impl FnOnce(&mut Config)) -> axum::Router {
+/// The router of the real app over `runner` (requests go straight to it, without a socket).
+async fn app_with(
+    runner: FakeRunner,
+    tweak: impl FnOnce(&mut Config),
+) -> (Arc<FakeRunner>, axum::Router) {
     let mut config = Config {
         data_dir: Some(tempfile::tempdir().expect("data dir").keep()),
         ..Config::default()
     };
     tweak(&mut config);
     let validator = scriptgate::validator(&config).expect("rules");
-    App::with_runner(&config, validator, runner)
+    let runner = Arc::new(runner);
+    let app = App::with_runner(&config, validator, Arc::new(Fake(runner.clone())))
         .await
-        .expect("app")
-        .router
+        .expect("app");
+    (runner, app.router)
 }
 
 async fn app() -> (Arc<FakeRunner>, axum::Router) {
-    let runner = Arc::new(FakeRunner {
-        ready: true,
-        ..FakeRunner::default()
-    });
-    (runner.clone(), app_with(runner, |_| {}).await)
+    app_with(FakeRunner::new(), |_| {}).await
 }
 
 async fn call(
@@ -325,7 +213,10 @@ async fn wrong_content_type_size_route_and_method_are_typed() {
 
 #[tokio::test]
 async fn a_successful_run_has_the_full_result_shape() {
-    let (_, app) = app().await;
+    let runner = FakeRunner::new()
+        .answering("print('hi')", Answer::prints("out put data"))
+        .output_bytes(8);
+    let (_, app) = app_with(runner, |_| {}).await;
     let (status, r) = post(
         &app,
         "/v1/execute",
@@ -417,11 +308,7 @@ async fn a_rejected_script_answers_200_and_never_runs() {
 
 #[tokio::test]
 async fn beyond_concurrency_and_queue_the_answer_is_429_with_retry_after() {
-    let runner = Arc::new(FakeRunner {
-        ready: true,
-        ..FakeRunner::default()
-    });
-    let app = app_with(runner.clone(), |c| {
+    let (runner, app) = app_with(FakeRunner::new(), |c| {
         c.execution.max_concurrent = 1;
         c.execution.max_queue = 0;
     })
@@ -457,11 +344,7 @@ async fn beyond_concurrency_and_queue_the_answer_is_429_with_retry_after() {
 
 #[tokio::test]
 async fn engine_unavailable_is_503_and_readiness_reports_it() {
-    let runner = Arc::new(FakeRunner {
-        down: true,
-        ..FakeRunner::default()
-    });
-    let app = app_with(runner, |_| {}).await;
+    let (_, app) = app_with(FakeRunner::new().down(), |_| {}).await;
     let (status, retry, r) = call(
         &app,
         "POST",
@@ -482,14 +365,10 @@ async fn engine_unavailable_is_503_and_readiness_reports_it() {
 
 #[tokio::test]
 async fn tool_definitions_come_in_both_shapes_with_the_configured_limits() {
-    let runner = Arc::new(FakeRunner {
-        ready: true,
-        ..FakeRunner::default()
-    });
-    let router = app_with(runner, |c| {
+    let (_, router) = app_with(FakeRunner::new(), |c| {
         c.validation.max_chars = 4000;
         c.execution.max_timeout_secs = 90;
-        c.approval = scriptgate::executions::ApprovalMode::OnWarn;
+        c.approval = scriptgate::domain::record::ApprovalMode::OnWarn;
     })
     .await;
     let (status, _, both) = call(&router, "GET", "/v1/tools", None, Body::empty()).await;

@@ -10,12 +10,12 @@ use crate::config::Config;
 use crate::domain::record::ApprovalMode;
 use crate::sandbox::profiles::Profiles;
 
-pub const EXECUTE: &str = "execute_script";
-pub const VALIDATE: &str = "validate_script";
+pub(crate) const EXECUTE: &str = "execute_script";
+pub(crate) const VALIDATE: &str = "validate_script";
 
 /// What every tool says about its risk, beside its definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct ToolMeta {
+pub(crate) struct ToolMeta {
     /// `high` for running code, `low` for read-only checks.
     pub risk_level: &'static str,
     /// Every call waits for an operator's approval (`approval = "always"`).
@@ -31,7 +31,7 @@ pub struct ToolMeta {
 
 /// One tool: name, description for the model, JSON Schema of its arguments.
 #[derive(Debug, Clone)]
-pub struct Tool {
+pub(crate) struct Tool {
     pub name: &'static str,
     pub title: &'static str,
     pub description: String,
@@ -41,14 +41,14 @@ pub struct Tool {
 
 /// The tools, built once from the configuration.
 #[derive(Debug, Clone)]
-pub struct Catalog {
+pub(crate) struct Catalog {
     pub tools: Vec<Tool>,
     /// The runner profiles the tools offer.
     pub profiles: std::sync::Arc<Profiles>,
 }
 
 impl Catalog {
-    pub fn new(config: &Config) -> Catalog {
+    pub(crate) fn new(config: &Config) -> Catalog {
         let max_chars = config.validation.max_chars;
         let e = &config.execution;
         let l = &config.sandbox.limits;
@@ -62,11 +62,7 @@ impl Catalog {
             )
             .expect("built-in profiles are valid")
         });
-        let mode = match config.approval {
-            ApprovalMode::Never => "never",
-            ApprovalMode::Always => "always",
-            ApprovalMode::OnWarn => "on_warn",
-        };
+        let mode = config.approval.as_str();
         let checks = format!(
             "Before anything runs the script is validated: at most {max_chars} characters; it must \
              parse as the declared language (Python 3 or Bash); it must not be the other language; it \
@@ -195,7 +191,7 @@ impl Catalog {
     }
 
     /// OpenAI function calling: `{"type": "function", "function": {name, description, parameters}}`.
-    pub fn openai(&self) -> Vec<Value> {
+    pub(crate) fn openai(&self) -> Vec<Value> {
         self.tools
             .iter()
             .map(|t| {
@@ -212,7 +208,7 @@ impl Catalog {
     }
 
     /// Anthropic tool use: `{name, description, input_schema}`.
-    pub fn anthropic(&self) -> Vec<Value> {
+    pub(crate) fn anthropic(&self) -> Vec<Value> {
         self.tools
             .iter()
             .map(|t| {

@@ -1,6 +1,6 @@
 //! The MCP server: `execute_script` and `validate_script` as MCP tools with structured results,
 //! over streamable HTTP at `/mcp` (behind the same bearer tokens as the REST API) and over stdio
-//! (`scriptgate mcp`). Tools, their input schemas and descriptions come from [`crate::tools`];
+//! (`scriptgate mcp`). Tools, their input schemas and descriptions come from the tool catalog;
 //! output schemas come from the OpenAPI components, so every integration describes one contract.
 //!
 //! Results: a script that ran is a normal result (its exit code, timeout or OOM is in the
@@ -24,17 +24,29 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use utoipa::OpenApi as _;
 
+use super::catalog::{self, Catalog};
+use super::error::ApiError;
+use super::openapi::ApiDoc;
+use super::{ExecuteIn, ExecuteOut, ValidateIn};
 use crate::auth::Caller;
 use crate::domain::script::Script;
-use crate::error::ApiError;
 use crate::executions::{Executions, Submitted};
-use crate::http::openapi::ApiDoc;
-use crate::http::{ExecuteIn, ExecuteOut, ValidateIn};
-use crate::tools::{self, Catalog};
+
+pub(crate) mod route;
+
+/// Why the stdio server stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum StdioError {
+    /// Boxed: the handshake error is large, and rare.
+    #[error("MCP handshake: {0}")]
+    Handshake(Box<rmcp::service::ServerInitializeError>),
+    #[error("MCP server task: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
 
 /// One MCP server (one per session or request; cheap to build).
 #[derive(Debug, Clone)]
-pub struct McpServer {
+pub(crate) struct McpServer {
     executions: Arc<Executions>,
     tools: Arc<Vec<Tool>>,
     profiles: Arc<crate::sandbox::profiles::Profiles>,
@@ -72,7 +84,7 @@ impl McpServer {
             Ok(i) => i,
             Err(e) => return e,
         };
-        let request = match input.check(self.executions.gate().settings(), &self.profiles) {
+        let request = match input.check(self.executions.settings(), &self.profiles) {
             Ok(r) => r,
             Err(e) => return api_error(&e),
         };
@@ -87,7 +99,7 @@ impl McpServer {
                     CallToolResult::structured(value)
                 };
                 // Plots as image content, so MCP clients show them.
-                result.content.extend(self.images(&out));
+                result.content.extend(self.images(&out).await);
                 result
             }
             Err(e) => api_error(&ApiError::from(e)),
@@ -95,19 +107,18 @@ impl McpServer {
     }
 
     /// The PNG artifacts of a result as image content blocks (each read back and checked).
-    fn images(&self, out: &ExecuteOut) -> Vec<ContentBlock> {
+    async fn images(&self, out: &ExecuteOut) -> Vec<ContentBlock> {
         use base64::Engine as _;
-        out.artifacts
-            .iter()
-            .filter(|a| a.mime_type == "image/png")
-            .filter_map(|a| self.executions.artifacts().get(&a.sha256).ok())
-            .map(|data| {
-                ContentBlock::image(
+        let mut images = Vec::new();
+        for a in out.artifacts.iter().filter(|a| a.mime_type == "image/png") {
+            if let Ok(data) = self.executions.artifact(&a.sha256).await {
+                images.push(ContentBlock::image(
                     base64::engine::general_purpose::STANDARD.encode(data),
                     "image/png",
-                )
-            })
-            .collect()
+                ));
+            }
+        }
+        images
     }
 
     async fn validate(&self, args: JsonObject) -> CallToolResult {
@@ -115,11 +126,11 @@ impl McpServer {
             Ok(i) => i,
             Err(e) => return e,
         };
-        if let Err(e) = crate::http::check_script_text(&input.script_content) {
+        if let Err(e) = super::check_script_text(&input.script_content) {
             return api_error(&e);
         }
         let script = Script::new(input.script_type, input.script_content);
-        let verdict = self.executions.gate().validate(script).await;
+        let verdict = self.executions.validate(script).await;
         CallToolResult::structured(serde_json::to_value(&verdict).unwrap_or(Value::Null))
     }
 }
@@ -127,7 +138,7 @@ impl McpServer {
 /// Tool arguments, read as strictly as the REST API reads its bodies.
 fn arguments<T: serde::de::DeserializeOwned>(args: JsonObject) -> Result<T, CallToolResult> {
     let bytes = serde_json::to_vec(&Value::Object(args)).unwrap_or_default();
-    crate::http::parse_json(&bytes).map_err(|e| api_error(&e))
+    super::parse_json(&bytes).map_err(|e| api_error(&e))
 }
 
 fn api_error(e: &ApiError) -> CallToolResult {
@@ -172,8 +183,8 @@ impl ServerHandler for McpServer {
         };
         let args = request.arguments.unwrap_or_default();
         let result = match request.name.as_ref() {
-            tools::EXECUTE => self.execute(&caller, args).await,
-            tools::VALIDATE => self.validate(args).await,
+            catalog::EXECUTE => self.execute(&caller, args).await,
+            catalog::VALIDATE => self.validate(args).await,
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("tool not found: {other}"),
@@ -186,7 +197,7 @@ impl ServerHandler for McpServer {
 }
 
 /// The MCP tool list: the catalog's tools with output schemas and annotations.
-pub fn mcp_tools(catalog: &Catalog) -> Vec<Tool> {
+pub(crate) fn mcp_tools(catalog: &Catalog) -> Vec<Tool> {
     catalog
         .tools
         .iter()
@@ -194,7 +205,7 @@ pub fn mcp_tools(catalog: &Catalog) -> Vec<Tool> {
             let input = t.input_schema.as_object().cloned().unwrap_or_default();
             let mut tool = Tool::new(t.name, t.description.clone(), input);
             tool.title = Some(t.title.to_string());
-            let output = if t.name == tools::EXECUTE {
+            let output = if t.name == catalog::EXECUTE {
                 "ExecuteOut"
             } else {
                 "Verdict"
@@ -217,7 +228,7 @@ pub fn mcp_tools(catalog: &Catalog) -> Vec<Tool> {
 
 /// A self-contained JSON Schema (2020-12) for the OpenAPI component `name`: the component itself,
 /// with every component it may reference under `$defs`.
-pub fn output_schema(name: &str) -> JsonObject {
+pub(crate) fn output_schema(name: &str) -> JsonObject {
     let components = serde_json::to_value(ApiDoc::openapi().components).unwrap_or(Value::Null);
     let defs = components.get("schemas").cloned().unwrap_or(json!({}));
     let text = serde_json::to_string(&defs)
@@ -240,7 +251,7 @@ pub fn output_schema(name: &str) -> JsonObject {
 
 /// Settings of the HTTP transport.
 #[derive(Debug, Clone)]
-pub struct HttpSettings {
+pub(crate) struct HttpSettings {
     /// `Host` header values accepted (DNS-rebinding guard); empty accepts any.
     pub allowed_hosts: Vec<String>,
     pub shutdown: CancellationToken,
@@ -248,7 +259,7 @@ pub struct HttpSettings {
 
 /// The streamable-HTTP MCP endpoint, mounted at `/mcp` by the HTTP layer behind its bearer
 /// authentication (which puts the [`Caller`] in the request's extensions).
-pub fn http_service(
+pub(crate) fn http_service(
     executions: Arc<Executions>,
     catalog: &Catalog,
     settings: HttpSettings,
@@ -277,11 +288,11 @@ pub fn http_service(
 }
 
 /// Serves MCP on stdin/stdout until the client disconnects; every call runs as `caller`.
-pub async fn serve_stdio(
+pub(crate) async fn serve_stdio(
     executions: Arc<Executions>,
     catalog: &Catalog,
     caller: Caller,
-) -> anyhow::Result<()> {
+) -> Result<(), StdioError> {
     let server = McpServer::new(
         executions,
         catalog,
@@ -292,7 +303,7 @@ pub async fn serve_stdio(
         Ok(running) => running,
         // The client went away before the handshake: nothing to serve, not a failure.
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(StdioError::Handshake(Box::new(e))),
     };
     running.waiting().await?;
     Ok(())

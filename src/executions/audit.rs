@@ -1,0 +1,264 @@
+//! The audit trail of an execution: each entry is a typed view of the record (and of what just
+//! happened to it), serialised when it is appended.
+
+use serde::Serialize;
+
+use crate::domain::record::{ApprovalMode, Decision, ErrorKind, ExecutionRecord, Status};
+use crate::domain::script::Language;
+use crate::domain::verdict::{Layer, Severity, Verdict};
+use crate::store::AuditEvent;
+
+/// The actor recorded for the service's own events.
+pub(super) const SERVICE: &str = "scriptgate";
+
+fn entry(
+    rec: &ExecutionRecord,
+    actor: &str,
+    event: &'static str,
+    outcome: impl Serialize,
+) -> AuditEvent {
+    let outcome = serde_json::to_value(outcome).expect("audit entries serialise");
+    AuditEvent::new(actor, rec.id, event, &rec.script_sha256, outcome)
+}
+
+#[derive(Serialize)]
+struct Request {
+    language: Language,
+    timeout_secs: u64,
+    script_chars: usize,
+    stdin_bytes: usize,
+}
+
+/// What the caller asked for (sizes only: the script itself is in the record, or withheld).
+pub(super) fn request(rec: &ExecutionRecord, caller: &str) -> AuditEvent {
+    let run = &rec.run;
+    let request = Request {
+        language: run.script.language,
+        timeout_secs: run.timeout_secs,
+        script_chars: run.script.text.chars().count(),
+        stdin_bytes: run.stdin.len(),
+    };
+    entry(rec, caller, "request", request)
+}
+
+#[derive(Serialize)]
+struct Validation<'a> {
+    valid: bool,
+    layer: Option<Layer>,
+    findings: Vec<FindingSeen<'a>>,
+}
+
+#[derive(Serialize)]
+struct FindingSeen<'a> {
+    layer: Layer,
+    rule: &'a str,
+    severity: Severity,
+    line: u32,
+    message: &'a str,
+}
+
+/// The verdict on the record's script: findings are redacted by the rules that wrote them.
+pub(super) fn validation(rec: &ExecutionRecord, verdict: &Verdict) -> AuditEvent {
+    let findings = verdict
+        .findings
+        .iter()
+        .map(|f| FindingSeen {
+            layer: f.layer,
+            rule: &f.rule,
+            severity: f.severity,
+            line: f.line,
+            message: &f.message,
+        })
+        .collect();
+    let validation = Validation {
+        valid: verdict.valid,
+        layer: verdict.layer,
+        findings,
+    };
+    entry(rec, SERVICE, "validation", validation)
+}
+
+#[derive(Serialize)]
+struct ApprovalRequested {
+    mode: ApprovalMode,
+}
+
+pub(super) fn approval_requested(rec: &ExecutionRecord, mode: ApprovalMode) -> AuditEvent {
+    entry(
+        rec,
+        SERVICE,
+        "approval_requested",
+        ApprovalRequested { mode },
+    )
+}
+
+#[derive(Serialize)]
+struct Nothing {}
+
+pub(super) fn queued(rec: &ExecutionRecord) -> AuditEvent {
+    entry(rec, SERVICE, "queued", Nothing {})
+}
+
+#[derive(Serialize)]
+struct RunStarted {
+    warm: bool,
+}
+
+pub(super) fn run_started(rec: &ExecutionRecord, warm: bool) -> AuditEvent {
+    entry(rec, SERVICE, "run_started", RunStarted { warm })
+}
+
+#[derive(Serialize)]
+struct RunFinished<'a> {
+    status: Status,
+    exit_code: Option<i32>,
+    timed_out: bool,
+    oom_killed: bool,
+    error: Option<ErrorKind>,
+    container_id: &'a str,
+    cpu_time_ms: u64,
+    max_memory_bytes: u64,
+    duration_ms: u64,
+}
+
+/// The record once its run ended (its result is set).
+pub(super) fn run_finished(rec: &ExecutionRecord) -> AuditEvent {
+    let result = rec.result.clone().unwrap_or_default();
+    let finished = RunFinished {
+        status: rec.status,
+        exit_code: result.exit_code,
+        timed_out: result.timed_out,
+        oom_killed: result.oom_killed,
+        error: rec.error.as_ref().map(|e| e.kind),
+        container_id: &result.container_id,
+        cpu_time_ms: result.usage.cpu_time_ms,
+        max_memory_bytes: result.usage.max_memory_bytes,
+        duration_ms: rec.duration_ms,
+    };
+    entry(rec, SERVICE, "run_finished", finished)
+}
+
+#[derive(Serialize)]
+struct Failed<'a> {
+    reason: &'a str,
+}
+
+/// The service gave up on the execution (`event` says how: `failed`, `interrupted`, …).
+pub(super) fn failed(rec: &ExecutionRecord, event: &'static str, reason: &str) -> AuditEvent {
+    entry(rec, SERVICE, event, Failed { reason })
+}
+
+#[derive(Serialize)]
+struct Decided<'a> {
+    decision: Decision,
+    reason: &'a str,
+}
+
+pub(super) fn decided(
+    rec: &ExecutionRecord,
+    by: &str,
+    decision: Decision,
+    reason: &str,
+) -> AuditEvent {
+    entry(rec, by, "approval_decision", Decided { decision, reason })
+}
+
+#[derive(Serialize)]
+struct Expired {
+    after_secs: u64,
+}
+
+pub(super) fn expired(rec: &ExecutionRecord, after_secs: u64) -> AuditEvent {
+    entry(rec, SERVICE, "expired", Expired { after_secs })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::record::{ResourceUsage, RunResult, StageMs};
+    use crate::domain::script::Script;
+    use crate::domain::verdict::Finding;
+    use crate::domain::work::ScriptRun;
+
+    fn record() -> ExecutionRecord {
+        let now = time::OffsetDateTime::now_utc();
+        ExecutionRecord {
+            id: uuid::Uuid::nil(),
+            agent: "bot".into(),
+            status: Status::Completed,
+            run: ScriptRun::new(
+                Script::new(Language::Python, "print('é')"),
+                "in".into(),
+                std::time::Duration::from_secs(9),
+                "minimal".into(),
+            ),
+            script_sha256: "abc".into(),
+            created_at: now,
+            updated_at: now,
+            verdict: Verdict {
+                language: Language::Python,
+                valid: true,
+                layer: None,
+                findings: vec![Finding {
+                    layer: Layer::Dangerous,
+                    rule: "r".into(),
+                    severity: Severity::Warn,
+                    message: "m".into(),
+                    line: 2,
+                    column: 3,
+                }],
+            },
+            result: Some(RunResult {
+                exit_code: Some(0),
+                usage: ResourceUsage {
+                    cpu_time_ms: 4,
+                    max_memory_bytes: 5,
+                },
+                container_id: "c1".into(),
+                ..RunResult::default()
+            }),
+            error: None,
+            approval: None,
+            timings: StageMs::default(),
+            duration_ms: 12,
+        }
+    }
+
+    #[test]
+    fn entries_keep_the_shape_the_audit_log_has_always_had() {
+        let rec = record();
+        let request = request(&rec, "bot");
+        assert_eq!(request.actor, "bot");
+        assert_eq!(
+            request.outcome,
+            json!({"language": "python", "timeout_secs": 9, "script_chars": 10, "stdin_bytes": 2})
+        );
+        assert_eq!(
+            validation(&rec, &rec.verdict).outcome,
+            json!({"valid": true, "layer": null, "findings": [
+                {"layer": "dangerous", "rule": "r", "severity": "warn", "line": 2, "message": "m"}
+            ]})
+        );
+        assert_eq!(
+            run_finished(&rec).outcome,
+            json!({
+                "status": "completed", "exit_code": 0, "timed_out": false, "oom_killed": false,
+                "error": null, "container_id": "c1", "cpu_time_ms": 4, "max_memory_bytes": 5,
+                "duration_ms": 12,
+            })
+        );
+        assert_eq!(queued(&rec).outcome, json!({}));
+        assert_eq!(
+            decided(&rec, "alice", Decision::Approve, "ok").outcome,
+            json!({"decision": "approve", "reason": "ok"})
+        );
+        assert_eq!(
+            approval_requested(&rec, ApprovalMode::OnWarn).outcome,
+            json!({"mode": "on_warn"})
+        );
+        assert_eq!(failed(&rec, "interrupted", "why").event, "interrupted");
+        assert_eq!(expired(&rec, 3).outcome, json!({"after_secs": 3}));
+    }
+}

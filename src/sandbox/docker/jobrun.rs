@@ -1,0 +1,295 @@
+//! One container's conversation with its supervisor for a job: `RunJob`, then step results and
+//! artifacts as they arrive, until `JobEnd`, the backstop deadline, or the end of the stream.
+//!
+//! The agent enforces the job's own deadline and reports a timed-out job like any other (with its
+//! artifacts). The host keeps a backstop beyond it (the runtime, artifact collection and a
+//! margin) for a supervisor that stops answering: then it kills the container and completes the
+//! result itself, as it does when the container dies. Either way the result is complete.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use scriptgate_supervisor::job::paths::JobPath;
+use scriptgate_supervisor::job::{
+    ArtifactEntry, ErrorType, HARD_MAX_MESSAGE, JobEnd, JobError, JobStatus, ResultBuilder,
+};
+use scriptgate_supervisor::{
+    ArtifactBegin, ArtifactEnd, FEATURE_JOBS, FrameKind, HostKind, JobEndFrame, MessageAssembler,
+    PROTOCOL_VERSION, RunJob, StepEnd, StepStarted, encode_host_message,
+};
+use time::OffsetDateTime;
+use tokio::io::AsyncWriteExt;
+use uuid::Uuid;
+
+use super::Cleaner;
+use super::session::{DIAGNOSTICS, Msg, Prepared, message_of};
+use crate::sandbox::jobs::Receiving;
+use crate::sandbox::{ArtifactFile, CappedText, JobOutcome, JobRun, Timings};
+
+/// Beyond the job's runtime: the agent's artifact collection (60 s) and a margin.
+const BACKSTOP_GRACE: Duration = Duration::from_secs(90);
+
+enum End {
+    Done(JobEnd),
+    TimedOut,
+    Lost(String),
+}
+
+impl Prepared {
+    /// Runs the job; always yields an outcome with a complete result.
+    pub(crate) async fn execute_job(mut self, run: &JobRun, cleaner: &Arc<Cleaner>) -> JobOutcome {
+        let started = Instant::now();
+        let job = run.job();
+        let mut talk = Conversation::new(run);
+        let end = if !self.features.iter().any(|f| f == FEATURE_JOBS) {
+            End::Lost("the runner image's supervisor predates jobs: rebuild it with `scriptgate images build`".into())
+        } else {
+            let deadline = tokio::time::Instant::now() + job.runtime() + BACKSTOP_GRACE;
+            self.converse(&mut talk, deadline).await
+        };
+        let (mut oom_killed, mut crashed, mut files) = (false, None, Vec::new());
+        let result = match end {
+            End::Done(end) => {
+                let (entries, kept) = talk.reconcile(end.artifacts.clone());
+                files = kept;
+                talk.builder.finish(JobEnd {
+                    artifacts: entries,
+                    ..end
+                })
+            }
+            End::TimedOut => {
+                cleaner.kill(&self.id).await;
+                let limit = (job.runtime() + BACKSTOP_GRACE).as_secs();
+                crashed = Some("the supervisor did not end the job in time".into());
+                talk.builder.abandon(
+                    JobStatus::Timeout,
+                    JobError::new(
+                        ErrorType::Timeout,
+                        format!("the sandbox did not end the job within {limit}s and was killed"),
+                    ),
+                )
+            }
+            End::Lost(reason) => {
+                let state = cleaner
+                    .docker
+                    .inspect_container(&self.id, None)
+                    .await
+                    .ok()
+                    .and_then(|c| c.state);
+                oom_killed = state.and_then(|s| s.oom_killed).unwrap_or(false);
+                let detail = talk.diagnostics.text();
+                crashed = Some(if detail.trim().is_empty() {
+                    reason
+                } else {
+                    format!("{reason}: {}", detail.trim())
+                });
+                let error = if oom_killed {
+                    JobError::limit("the container ran out of memory and was killed")
+                } else {
+                    JobError::internal("the sandbox stopped unexpectedly")
+                };
+                talk.builder.abandon(JobStatus::Failure, error)
+            }
+        };
+        let outcome = JobOutcome {
+            execution_id: self.execution_id,
+            container_id: self.id.clone(),
+            result,
+            files,
+            timings: Timings {
+                create: self.create,
+                start: self.start,
+                run: started.elapsed(),
+                cleanup: Duration::ZERO,
+            },
+            warm: self.warm,
+            oom_killed,
+            crashed,
+            provenance: self.provenance.clone(),
+        };
+        // Removal happens after the response; dropping `self` schedules it.
+        drop(self);
+        outcome
+    }
+
+    async fn converse(
+        &mut self,
+        talk: &mut Conversation<'_>,
+        deadline: tokio::time::Instant,
+    ) -> End {
+        let message = RunJob {
+            version: PROTOCOL_VERSION,
+            nonce: talk.nonce.clone(),
+            job: talk.run.job().to_json(),
+            maxima: talk.run.job().maxima().clone(),
+        };
+        let payload = match serde_json::to_vec(&message) {
+            Ok(p) => p,
+            Err(e) => return End::Lost(format!("encoding the job: {e}")),
+        };
+        // The stream stays open: the supervisor reads on while the job runs.
+        let sent = async {
+            self.input
+                .write_all(&encode_host_message(HostKind::RunJob, &payload))
+                .await?;
+            self.input.flush().await
+        };
+        if let Err(e) = sent.await {
+            return End::Lost(format!("could not send the job: {e}"));
+        }
+        loop {
+            tokio::select! {
+                biased;
+                msg = self.rx.recv() => match msg {
+                    Some(Msg::Frame(kind, payload)) => match talk.frame(kind as u8, payload) {
+                        Ok(Some(end)) => return End::Done(end),
+                        Ok(None) => {}
+                        Err(e) => return End::Lost(e),
+                    },
+                    Some(Msg::Diagnostic(b)) => talk.diagnostics.push(&b),
+                    Some(Msg::Broken(e)) => return End::Lost(e),
+                    None => return End::Lost("the container stopped without ending the job".into()),
+                },
+                _ = tokio::time::sleep_until(deadline) => return End::TimedOut,
+            }
+        }
+    }
+}
+
+/// What the host has heard of a job so far.
+struct Conversation<'a> {
+    run: &'a JobRun,
+    nonce: String,
+    builder: ResultBuilder,
+    assembler: MessageAssembler,
+    receiving: Option<Receiving>,
+    files: Vec<ArtifactFile>,
+    announced_bytes: u64,
+    announced_files: usize,
+    diagnostics: CappedText,
+}
+
+impl<'a> Conversation<'a> {
+    fn new(run: &'a JobRun) -> Self {
+        Conversation {
+            run,
+            nonce: Uuid::new_v4().simple().to_string(),
+            builder: run.job().result_builder(OffsetDateTime::now_utc()),
+            assembler: MessageAssembler::new(HARD_MAX_MESSAGE),
+            receiving: None,
+            files: Vec::new(),
+            announced_bytes: 0,
+            announced_files: 0,
+            diagnostics: CappedText::new(DIAGNOSTICS),
+        }
+    }
+
+    /// One frame; the job's end once it arrives.
+    fn frame(&mut self, kind: u8, payload: Vec<u8>) -> Result<Option<JobEnd>, String> {
+        let Some((kind, message)) = self
+            .assembler
+            .push(kind, payload)
+            .map_err(|e| format!("protocol error: {e}"))?
+        else {
+            return Ok(None);
+        };
+        let json = |what: &str| format!("malformed {what} frame");
+        match FrameKind::from_u8(kind) {
+            Some(FrameKind::StepStarted) => {
+                let started: StepStarted =
+                    serde_json::from_slice(&message).map_err(|_| json("step start"))?;
+                self.builder.started(started.index as usize);
+            }
+            Some(FrameKind::StepEnd) => {
+                let end: StepEnd =
+                    serde_json::from_slice(&message).map_err(|_| json("step end"))?;
+                self.builder.record(end.index as usize, end.result)?;
+            }
+            Some(FrameKind::ArtifactBegin) => {
+                let begin: ArtifactBegin =
+                    serde_json::from_slice(&message).map_err(|_| json("artifact"))?;
+                self.begin(begin)?;
+            }
+            Some(FrameKind::ArtifactData) => match &mut self.receiving {
+                Some(r) => r.push(&message)?,
+                None => return Err("artifact data outside an artifact".into()),
+            },
+            Some(FrameKind::ArtifactEnd) => {
+                let end: ArtifactEnd =
+                    serde_json::from_slice(&message).map_err(|_| json("artifact end"))?;
+                let receiving = self
+                    .receiving
+                    .take()
+                    .ok_or("an artifact end outside an artifact")?;
+                self.files.extend(receiving.finish(&end.sha256));
+            }
+            Some(FrameKind::JobEnd) => {
+                let end: JobEndFrame =
+                    serde_json::from_slice(&message).map_err(|_| json("job end"))?;
+                if end.nonce != self.nonce {
+                    return Err("a job end with a wrong nonce".into());
+                }
+                return Ok(Some(end.end));
+            }
+            Some(FrameKind::Failure) => return Err(message_of(&message)),
+            _ => return Err(format!("unexpected frame of kind {kind} during a job")),
+        }
+        Ok(None)
+    }
+
+    /// A file announced: within the deployment's maxima and inside the job's allowed paths.
+    fn begin(&mut self, begin: ArtifactBegin) -> Result<(), String> {
+        let maxima = self.run.job().maxima();
+        self.announced_files += 1;
+        self.announced_bytes += begin.size_bytes;
+        let inside =
+            JobPath::parse(&begin.path).is_ok_and(|p| self.run.job().allowed().contains(&p));
+        if !inside
+            || self.announced_files > maxima.max_artifacts
+            || begin.size_bytes > maxima.max_artifact_bytes
+            || self.announced_bytes > maxima.max_artifacts_total_bytes
+        {
+            return Err(format!(
+                "an artifact beyond the job's paths or maxima (`{}`)",
+                begin.path
+            ));
+        }
+        // A file cut short by the agent (its collection timed out) is simply not kept.
+        self.receiving = Some(
+            Receiving::new(begin.path, begin.size_bytes, begin.mime_type)
+                .map_err(|e| format!("spooling an artifact: {e}"))?,
+        );
+        Ok(())
+    }
+
+    /// The agent's entries, each with its file when it arrived intact (an error entry otherwise).
+    fn reconcile(
+        &mut self,
+        entries: Vec<ArtifactEntry>,
+    ) -> (Vec<ArtifactEntry>, Vec<ArtifactFile>) {
+        let mut kept = Vec::new();
+        let entries = entries
+            .into_iter()
+            .map(|entry| {
+                let Some(sha) = entry.sha256.clone() else {
+                    return entry;
+                };
+                let found = self
+                    .files
+                    .iter()
+                    .position(|f| f.path == entry.path && f.sha256 == sha);
+                match found {
+                    Some(i) => {
+                        kept.push(self.files.swap_remove(i));
+                        entry
+                    }
+                    None => ArtifactEntry::failed(
+                        entry.path,
+                        JobError::internal("the file did not arrive intact"),
+                    ),
+                }
+            })
+            .collect();
+        (entries, kept)
+    }
+}

@@ -1,0 +1,231 @@
+//! A hand-written runner for the contract tests: the real service (router, executions, store,
+//! validation, approvals) over a sandbox that starts no container. What the sandbox itself
+//! promises is tested against the real engine elsewhere.
+//!
+//! A run answers with what the test registered for its script ([`FakeRunner::answering`]), or by
+//! markers in the script: `EXIT n`, `TIMEOUT`, `OOM`, `CRASH`, `BLOCK` (waits for
+//! [`FakeRunner::release`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use scriptgate::domain::script::Language;
+use scriptgate::sandbox::{
+    CappedText, Lease, Readiness, RunOutcome, RunSpec, Runner, SandboxError, SandboxStats, Timings,
+    Usage,
+};
+use tokio::sync::Notify;
+
+/// What a registered script prints and how it exits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: i32,
+}
+
+impl Answer {
+    /// Prints `stdout` and exits 0.
+    pub fn prints(stdout: &str) -> Answer {
+        Answer {
+            stdout: stdout.into(),
+            stderr: String::new(),
+            exit_code: 0,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct FakeRunner {
+    /// Sandboxes handed out (each run, and each acquisition that failed).
+    pub calls: AtomicUsize,
+    /// Lets `BLOCK` runs finish, one per notification.
+    pub release: Arc<Notify>,
+    /// The scripts that ran, in order.
+    ran: Arc<Mutex<Vec<String>>>,
+    /// Leases handed out and not yet run or dropped.
+    leased: Arc<AtomicUsize>,
+    answers: HashMap<String, Answer>,
+    output_bytes: u64,
+    /// The engine is "down" for every acquisition (and readiness says so).
+    down: bool,
+}
+
+impl Default for FakeRunner {
+    fn default() -> Self {
+        FakeRunner {
+            calls: AtomicUsize::new(0),
+            release: Arc::new(Notify::new()),
+            ran: Arc::default(),
+            leased: Arc::default(),
+            answers: HashMap::new(),
+            output_bytes: 1 << 20,
+            down: false,
+        }
+    }
+}
+
+impl FakeRunner {
+    /// An engine that is up, with nothing registered.
+    pub fn new() -> FakeRunner {
+        FakeRunner::default()
+    }
+
+    /// `script` answers `answer`.
+    pub fn answering(mut self, script: &str, answer: Answer) -> FakeRunner {
+        self.answers.insert(script.to_string(), answer);
+        self
+    }
+
+    /// Bytes of stdout and of stderr kept per run (as `sandbox.limits.output_bytes`).
+    pub fn output_bytes(mut self, n: u64) -> FakeRunner {
+        self.output_bytes = n;
+        self
+    }
+
+    /// Every acquisition fails as if the engine were stopped.
+    pub fn down(mut self) -> FakeRunner {
+        self.down = true;
+        self
+    }
+
+    /// The scripts that ran so far, in order.
+    pub fn ran(&self) -> Vec<String> {
+        self.ran.lock().expect("ran lock").clone()
+    }
+
+    /// Leases handed out and not yet run or dropped (0 once the service is idle).
+    pub fn leased(&self) -> usize {
+        self.leased.load(Ordering::SeqCst)
+    }
+
+    fn outcome(&self, id: uuid::Uuid, script: &str) -> RunOutcome {
+        let (stdout, stderr, exit) = match self.answers.get(script) {
+            Some(a) => (a.stdout.as_str(), a.stderr.as_str(), a.exit_code),
+            None => ("", "", marked_exit(script)),
+        };
+        let capped = |text: &str| {
+            let mut c = CappedText::new(self.output_bytes);
+            c.push(text.as_bytes());
+            c
+        };
+        RunOutcome {
+            execution_id: id,
+            container_id: "fake".into(),
+            exit_code: (!script.contains("TIMEOUT") && !script.contains("CRASH")).then_some(exit),
+            signal: script.contains("OOM").then_some(9),
+            stdout: capped(stdout),
+            stderr: capped(stderr),
+            timed_out: script.contains("TIMEOUT"),
+            oom_killed: script.contains("OOM"),
+            crashed: script.contains("CRASH").then(|| "gone".to_string()),
+            usage: Usage {
+                cpu_time_ms: 7,
+                max_memory_bytes: 1234,
+                oom_kills: 0,
+            },
+            timings: Timings {
+                create: Duration::from_millis(3),
+                ..Timings::default()
+            },
+            warm: false,
+            files: Vec::new(),
+            files_dropped: 0,
+            provenance: Default::default(),
+        }
+    }
+}
+
+/// The `n` of an `EXIT n` marker (0 without one).
+fn marked_exit(script: &str) -> i32 {
+    script
+        .split_whitespace()
+        .skip_while(|w| *w != "EXIT")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One fake sandbox; it reports the run to its runner.
+#[derive(Debug)]
+struct FakeLease {
+    id: uuid::Uuid,
+    runner: Arc<FakeRunner>,
+}
+
+impl Drop for FakeLease {
+    fn drop(&mut self) {
+        self.runner.leased.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// `Runner` is implemented on the `Arc`, so a lease can reach its runner's answers.
+#[derive(Debug, Clone)]
+pub struct Fake(pub Arc<FakeRunner>);
+
+impl Runner for Fake {
+    fn acquire(
+        &self,
+        _language: Language,
+        execution_id: Option<uuid::Uuid>,
+    ) -> BoxFuture<'_, Result<Box<dyn Lease>, SandboxError>> {
+        Box::pin(async move {
+            self.0.calls.fetch_add(1, Ordering::SeqCst);
+            if self.0.down {
+                return Err(SandboxError::EngineUnavailable("engine stopped".into()));
+            }
+            self.0.leased.fetch_add(1, Ordering::SeqCst);
+            Ok(Box::new(FakeLease {
+                id: execution_id.unwrap_or_else(uuid::Uuid::new_v4),
+                runner: self.0.clone(),
+            }) as Box<dyn Lease>)
+        })
+    }
+
+    fn readiness(&self) -> BoxFuture<'_, Readiness> {
+        let up = !self.0.down;
+        Box::pin(async move {
+            Readiness {
+                engine: up,
+                images: vec![("runner:test".into(), up)],
+                detail: (!up).then(|| "engine down".into()),
+            }
+        })
+    }
+
+    fn stats(&self) -> SandboxStats {
+        SandboxStats::default()
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+impl Lease for FakeLease {
+    fn execution_id(&self) -> uuid::Uuid {
+        self.id
+    }
+
+    fn warm(&self) -> bool {
+        false
+    }
+
+    fn run(self: Box<Self>, spec: RunSpec) -> BoxFuture<'static, RunOutcome> {
+        Box::pin(async move {
+            let script = spec.script().to_string();
+            self.runner
+                .ran
+                .lock()
+                .expect("ran lock")
+                .push(script.clone());
+            if script.contains("BLOCK") {
+                self.runner.release.notified().await;
+            }
+            self.runner.outcome(self.id, &script)
+        })
+    }
+}
