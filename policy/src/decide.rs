@@ -299,6 +299,29 @@ impl CompiledPolicy {
         self.deny(&self.defaults.command, subject)
     }
 
+    /// Whether any arguments could let `program` (a resolved path) run: the first rule that
+    /// matches the program and has no `args_pattern` decides, and a rule with `args_pattern` that
+    /// does not deny makes it possible. The run-time enforcement derives its fail-closed floor
+    /// (the files a script may execute at all) from this.
+    pub fn program_may_run(&self, program: &str) -> bool {
+        let name = basename(program).as_bytes();
+        let normalized = normalize(program.as_bytes());
+        let path = SplitPath::new(&normalized);
+        for rule in &self.commands {
+            let program_matches = rule.names.iter().any(|g| g.matches(name))
+                || rule.paths.iter().any(|g| g.matches_path(&path));
+            if !program_matches {
+                continue;
+            }
+            match (&rule.args, rule.decision) {
+                (None, decision) => return decision != Decision::Deny,
+                (Some(_), Decision::Deny) => {}
+                (Some(_), _) => return true,
+            }
+        }
+        false
+    }
+
     /// A connection to `port` of `domain` (when the name is known: from the DNS answer or the
     /// request) and/or `ip`. Names compare case-insensitively, Unicode names in punycode;
     /// IPv4-mapped IPv6 addresses as IPv4.

@@ -181,6 +181,11 @@ impl<T> CappedList<T> {
         &self.items
     }
 
+    /// Counts `n` more items left out (by a cap applied before the items reached this list).
+    pub fn add_omitted(&mut self, n: u64) {
+        self.omitted = self.omitted.saturating_add(n);
+    }
+
     /// How many items the cap left out.
     pub fn omitted(&self) -> u64 {
         self.omitted

@@ -199,6 +199,43 @@ fn command_rules_match_name_path_and_arguments() {
     );
 }
 
+const PROGRAMS: &str = r#"
+version: 1
+name: programs
+command_rules:
+  - name: no-pip
+    commands: ["pip*"]
+    decision: deny
+  - name: python-pip
+    commands: ["python3*"]
+    args_pattern: ["-m pip{, *}"]
+    decision: deny
+  - name: git-push
+    commands: [git]
+    args_pattern: ["push{, *}"]
+    decision: approve
+  - name: git-other
+    commands: [git]
+    decision: deny
+  - name: listed
+    commands: [ls, "python3*", "/opt/tools/*"]
+    decision: allow
+"#;
+
+#[test]
+fn a_program_may_run_when_some_arguments_reach_a_rule_that_does_not_deny() {
+    let p = compile(PROGRAMS);
+    assert!(p.program_may_run("/usr/bin/ls"));
+    assert!(
+        p.program_may_run("/usr/bin/python3.11"),
+        "denied only with some arguments"
+    );
+    assert!(p.program_may_run("/usr/bin/git"), "approved with `push`");
+    assert!(!p.program_may_run("/usr/bin/pip3"));
+    assert!(p.program_may_run("/opt/tools/x"));
+    assert!(!p.program_may_run("/usr/bin/curl"), "no rule: denied");
+}
+
 const NETWORK: &str = r#"
 version: 1
 name: network

@@ -3,7 +3,10 @@
 //!
 //! [`Runner`] is the seam the rest of the service depends on; [`docker::DockerSandbox`] implements
 //! it against a real engine (and is the only code that talks to Docker). A [`Lease`] runs either a
-//! script ([`Lease::run`]) or a job of the job protocol ([`Lease::run_job`], [`jobs`]).
+//! script ([`Lease::run`]) or a job of the job protocol ([`Lease::run_job`], [`jobs`]). A script
+//! run can carry a run-time policy ([`Lease::run_enforced`], [`Enforcement`]): the supervisor
+//! decides every exec, file operation and connect of the script, the outcome carries the events,
+//! and operations the policy holds for approval reach the caller as [`ApprovalAsk`]s.
 
 #![warn(unreachable_pub)]
 
@@ -16,7 +19,9 @@ pub mod profiles;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use scriptgate_policy::events::Events;
 use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 pub use crate::domain::record::Provenance;
@@ -26,6 +31,7 @@ use crate::domain::work::ScriptRun;
 pub use jobs::{ArtifactFile, JobOutcome, JobRun, job};
 pub use output::CappedText;
 pub use scriptgate_supervisor::Usage;
+pub use scriptgate_supervisor::enforcement::{ApprovalRequest, ApprovalVerdict, EnforceSummary};
 
 /// Container limits. Every one is configurable; the defaults are the service's contract.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,6 +119,27 @@ impl RunSpec {
     }
 }
 
+/// A run-time policy for one run ([`Lease::run_enforced`]).
+#[derive(Debug, Clone)]
+pub struct Enforcement {
+    /// The policy, as the supervisor receives it (it compiles it again).
+    pub policy: scriptgate_policy::WirePolicy,
+    /// Events kept per list in the outcome (the rest are counted as omitted).
+    pub event_cap: u32,
+    /// How long an operation held for approval waits before it fails.
+    pub approval_timeout: Duration,
+    /// Where held operations go; without a receiver every `approve` operation is denied at once.
+    pub approvals: Option<mpsc::Sender<ApprovalAsk>>,
+}
+
+/// An operation held in the sandbox until `answer` is sent (or dropped: denied). The run's
+/// deadline keeps running while it waits.
+#[derive(Debug)]
+pub struct ApprovalAsk {
+    pub request: ApprovalRequest,
+    pub answer: oneshot::Sender<ApprovalVerdict>,
+}
+
 /// One script to run, for one-step callers ([`RunnerExt::run`]).
 #[derive(Debug, Clone)]
 pub struct RunRequest {
@@ -156,6 +183,40 @@ pub struct RunOutcome {
     /// Files left out (over `limits.max_images` or `limits.max_image_bytes`).
     pub files_dropped: u32,
     pub provenance: Provenance,
+}
+
+/// What a run under a run-time policy yields ([`Lease::run_enforced`]): the run's outcome and
+/// what its processes did, as the policy decided it.
+#[derive(Debug, Clone)]
+pub struct EnforcedOutcome {
+    pub outcome: RunOutcome,
+    /// The events (`None` when the script never ran: a sandbox that cannot enforce the policy).
+    pub events: Option<Events>,
+    /// How the policy was enforced (`None` when the run ended before the supervisor said).
+    pub summary: Option<EnforceSummary>,
+}
+
+impl RunOutcome {
+    /// An outcome for a run that never started (`crashed` says why).
+    pub fn not_run(execution_id: Uuid, reason: String) -> RunOutcome {
+        RunOutcome {
+            execution_id,
+            container_id: String::new(),
+            exit_code: None,
+            signal: None,
+            stdout: CappedText::new(0),
+            stderr: CappedText::new(0),
+            timed_out: false,
+            oom_killed: false,
+            crashed: Some(reason),
+            usage: Usage::default(),
+            timings: Timings::default(),
+            warm: false,
+            files: Vec::new(),
+            files_dropped: 0,
+            provenance: Provenance::default(),
+        }
+    }
 }
 
 /// A file a run returned, as its container sent it.
@@ -247,6 +308,26 @@ pub trait Lease: std::fmt::Debug + Send {
     fn warm(&self) -> bool;
     /// Runs the script; always yields an outcome (a dying sandbox is part of the outcome).
     fn run(self: Box<Self>, spec: RunSpec) -> BoxFuture<'static, RunOutcome>;
+    /// Runs the script under a run-time policy. A sandbox that cannot enforce it never runs the
+    /// script: the outcome says so in `crashed` (fail closed).
+    fn run_enforced(
+        self: Box<Self>,
+        spec: RunSpec,
+        enforcement: Enforcement,
+    ) -> BoxFuture<'static, EnforcedOutcome> {
+        let id = self.execution_id();
+        drop((spec, enforcement));
+        Box::pin(async move {
+            EnforcedOutcome {
+                outcome: RunOutcome::not_run(
+                    id,
+                    "this sandbox cannot enforce a run-time policy".into(),
+                ),
+                events: None,
+                summary: None,
+            }
+        })
+    }
     /// Runs a job instead of a script; always yields an outcome with a complete result (a dying
     /// sandbox is part of it). Leases that cannot run jobs answer with an `internal_error`.
     fn run_job(self: Box<Self>, run: JobRun) -> BoxFuture<'static, JobOutcome> {

@@ -206,6 +206,7 @@ mod tests {
             stdin: String::new(),
             output_limit: 10,
             artifacts: None,
+            enforce: None,
         };
         let mut wire = std::io::Cursor::new(encode_job(&script));
         assert!(matches!(first_message(&mut wire), Ok(First::Script(j)) if j == script));

@@ -34,6 +34,10 @@
 //! (0: a job is far smaller than 16 MiB) for a script and a [`HostKind`] (never 0) for a framed
 //! message.
 //!
+//! A script run with a run-time policy ([`Job::enforce`], see [`enforcement`]) adds `Events` and
+//! `ApprovalRequest` frames before `Exit`, and the host keeps stdin open after the job for
+//! approval decisions (`[kind 21][length u32][ApprovalDecision JSON]`, framed as host messages).
+//!
 //! A message larger than a frame (a job with big files, a step result with a lot of output) is sent
 //! as `More` frames followed by one frame of its own kind; its payload is the concatenation
 //! ([`encode_message`], [`MessageAssembler`]), at most [`job::HARD_MAX_MESSAGE`] bytes. Artifacts
@@ -55,6 +59,7 @@ pub use stream::{
     encode_message,
 };
 
+pub mod enforcement;
 pub mod forward;
 
 use serde::{Deserialize, Serialize};
@@ -82,6 +87,10 @@ pub struct Job {
     /// predates it still accepts every job that does not ask for files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifacts: Option<ArtifactRequest>,
+    /// A run-time policy to enforce on every process of the run (only sent when set, and only to
+    /// a supervisor announcing [`enforcement::FEATURE_ENFORCE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforce: Option<enforcement::Enforce>,
 }
 
 /// Which files the supervisor returns in `Artifact` frames once the script has exited: regular
@@ -128,7 +137,8 @@ pub struct Ready {
     /// The supervisor's crate version (absent from supervisors that predate it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supervisor_version: Option<String>,
-    /// What this supervisor can do beyond a script run ([`FEATURE_JOBS`]); empty in older ones.
+    /// What this supervisor can do beyond a script run ([`FEATURE_JOBS`],
+    /// [`enforcement::FEATURE_ENFORCE`]); empty in older ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
 }
@@ -182,6 +192,10 @@ pub enum FrameKind {
     JobEnd = 12,
     /// The payload continues in the next frame; the message's kind is its last frame's.
     More = 127,
+    /// An [`enforcement::EventBatch`] (only for a job with `enforce`).
+    Events = 20,
+    /// An [`enforcement::ApprovalRequest`] (only for a job with `enforce`).
+    ApprovalRequest = 21,
 }
 
 impl FrameKind {
@@ -200,6 +214,8 @@ impl FrameKind {
             11 => FrameKind::ArtifactEnd,
             12 => FrameKind::JobEnd,
             127 => FrameKind::More,
+            20 => FrameKind::Events,
+            21 => FrameKind::ApprovalRequest,
             _ => return None,
         })
     }
@@ -328,10 +344,12 @@ mod tests {
             stdin: String::new(),
             output_limit: 10,
             artifacts: None,
+            enforce: None,
         };
         let wire = encode_job(&job);
-        // A job without files is exactly what older supervisors accept.
+        // A job without files or a policy is exactly what older supervisors accept.
         assert!(!String::from_utf8_lossy(&wire).contains("artifacts"));
+        assert!(!String::from_utf8_lossy(&wire).contains("enforce"));
         let len = u32::from_be_bytes([wire[0], wire[1], wire[2], wire[3]]) as usize;
         assert_eq!(len, wire.len() - 4);
         let back: Job = serde_json::from_slice(&wire[4..]).expect("json");

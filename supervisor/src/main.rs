@@ -22,6 +22,8 @@
 //! `identity`).
 //! Before the interpreter starts it installs a seccomp filter of its own (see `filter`), stacked
 //! on the engine's profile, which the script inherits.
+//! A job with a run-time policy runs under the enforcement (see `enforce`): every exec, file
+//! operation and connect of the script's processes is decided in the supervisor and reported.
 //! The host still owns the deadline: it kills the whole container at timeout.
 
 #![warn(unreachable_pub)]
@@ -29,6 +31,8 @@
 mod agent;
 mod artifacts;
 mod child;
+mod enforce;
+mod enforced;
 mod filter;
 mod hostjob;
 mod identity;
@@ -40,9 +44,10 @@ mod sys;
 mod usage;
 
 use std::io::Write;
+use std::sync::Arc;
 
 use scriptgate_supervisor::{
-    FEATURE_JOBS, Failure, FrameKind, Job, PROTOCOL_VERSION, Ready, encode_frame, encode_message,
+    Failure, FrameKind, Job, PROTOCOL_VERSION, Ready, encode_frame, encode_message,
 };
 
 fn main() {
@@ -65,14 +70,15 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     sys::make_undumpable()?;
     filter::install()?;
     let sigchld = sys::SignalFd::for_sigchld()?;
-    let launch = child::Launch::new(language, split)?;
+    let sink: child::SinkRef = Arc::new(enforced::HostSink);
+    let launch = child::Launch::new(language, split, &sink)?;
     launch.wait_preimport()?;
     let ready = Ready {
         version: PROTOCOL_VERSION,
         language: language.to_string(),
         script_uid: split.map(|s| s.script_uid),
         supervisor_version: Some(env!("CARGO_PKG_VERSION").to_string()),
-        features: vec![FEATURE_JOBS.to_string()],
+        features: enforced::features(split),
     };
     emit(
         FrameKind::Ready,
@@ -81,7 +87,7 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     match input::read_first()? {
         // stdin closed without a job: the host discarded this container.
         input::First::Closed => Ok(()),
-        input::First::Script(job) => run_script(launch, &job, split, &sigchld),
+        input::First::Script(job) => run_script(launch, &job, split, &sigchld, &sink),
         input::First::RunJob(job, input) => {
             // The interpreter started for a script is not part of a job (the agent kills it).
             drop(launch);
@@ -95,6 +101,7 @@ fn run_script(
     job: &Job,
     split: Option<identity::Split>,
     sigchld: &sys::SignalFd,
+    sink: &child::SinkRef,
 ) -> Result<(), String> {
     if job.version != PROTOCOL_VERSION {
         return Err(format!(
@@ -102,13 +109,20 @@ fn run_script(
             job.version
         ));
     }
-    let running = launch.start(job)?;
+    let (running, enforcement) = launch.start(job, sink)?;
+    if let (Some(e), Some(_)) = (&enforcement, &job.enforce) {
+        enforced::read_decisions(e.decisions());
+    }
     // The supervisor needs root only to start the interpreter as the script's uid. (Bash already
     // runs its script here; a uid of its own keeps even a root supervisor out of its reach.)
     if let Some(split) = split {
         split.become_supervisor()?;
     }
     let mut exit = relay::relay(running, job, sigchld)?;
+    // The last events (and the summary) go out before `Exit`.
+    if let Some(e) = enforcement {
+        e.finish();
+    }
     if let Some(request) = &job.artifacts {
         exit.artifacts_dropped = artifacts::send(request)?;
     }

@@ -19,6 +19,8 @@ const MORE: u8 = FrameKind::More as u8;
 #[repr(u8)]
 pub enum HostKind {
     RunJob = 1,
+    /// An approval decision (`enforcement::ApprovalDecision`), after a job with a policy.
+    ApprovalDecision = 21,
     More = 127,
 }
 
@@ -26,6 +28,7 @@ impl HostKind {
     pub fn from_u8(b: u8) -> Option<Self> {
         match b {
             1 => Some(HostKind::RunJob),
+            21 => Some(HostKind::ApprovalDecision),
             127 => Some(HostKind::More),
             _ => None,
         }

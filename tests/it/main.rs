@@ -25,6 +25,7 @@ mod pool;
 mod process;
 mod profiles;
 mod reliability;
+mod runtime_policy;
 mod sandbox_contract;
 mod sandbox_limits;
 mod service;

@@ -6,6 +6,7 @@
 //! tracked from creation; a `Removal` guard removes it whatever happens (success, timeout, client
 //! gone, engine error), and the `reaper` removes leftovers of a crash at start-up and on a timer.
 
+mod enforced;
 pub mod images;
 mod jobrun;
 mod pool;
@@ -30,8 +31,8 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use super::{
-    JobOutcome, JobRun, Lease, Limits, Readiness, RunOutcome, RunSpec, Runner, SandboxError,
-    SandboxStats,
+    EnforcedOutcome, Enforcement, JobOutcome, JobRun, Lease, Limits, Readiness, RunOutcome,
+    RunSpec, Runner, SandboxError, SandboxStats,
 };
 use crate::domain::script::Language;
 use crate::sandbox::profiles::{Profile, ProfileConfig, Profiles};
@@ -62,6 +63,10 @@ pub struct DockerConfig {
     /// Runner profiles (`[[sandbox.profiles]]`), besides or replacing the built-in `minimal` and
     /// `data` ([`profiles`](crate::sandbox::profiles)).
     pub profiles: Vec<ProfileConfig>,
+    /// Start Python ready for a run-time policy (its filter in place from the start), so runs
+    /// with a policy keep the warm start; runs without one then pay a few microseconds per file
+    /// operation. Off: a run with a policy starts its interpreter again under the filter.
+    pub enforcement_ready: bool,
 }
 
 impl Default for DockerConfig {
@@ -77,6 +82,7 @@ impl Default for DockerConfig {
             pool: PoolConfig::default(),
             jobs: crate::sandbox::job::Maxima::default(),
             profiles: Vec::new(),
+            enforcement_ready: false,
         }
     }
 }
@@ -501,7 +507,29 @@ impl Lease for DockerLease {
             cleaner,
             output_limit,
         } = *self;
-        Box::pin(async move { prepared.execute(&spec, &cleaner, output_limit).await })
+        Box::pin(async move {
+            prepared
+                .execute(&spec, None, &cleaner, output_limit)
+                .await
+                .outcome
+        })
+    }
+
+    fn run_enforced(
+        self: Box<Self>,
+        spec: RunSpec,
+        enforcement: Enforcement,
+    ) -> BoxFuture<'static, EnforcedOutcome> {
+        let DockerLease {
+            prepared,
+            cleaner,
+            output_limit,
+        } = *self;
+        Box::pin(async move {
+            prepared
+                .execute(&spec, Some(enforcement), &cleaner, output_limit)
+                .await
+        })
     }
 
     fn run_job(self: Box<Self>, run: JobRun) -> BoxFuture<'static, JobOutcome> {

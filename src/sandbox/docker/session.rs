@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use bollard::container::{AttachContainerResults, LogOutput};
 use bytes::Bytes;
 use futures::StreamExt;
+use scriptgate_supervisor::enforcement::encode_decision;
 use scriptgate_supervisor::{
     ArtifactRequest, Exit, Failure, FrameDecoder, FrameKind, Job, PROTOCOL_VERSION, Ready,
     decode_artifact, encode_job,
@@ -20,10 +21,12 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use super::enforced::{self, Gathered};
 use super::{Cleaner, Removal, short};
 use crate::domain::script::Language;
 use crate::sandbox::{
-    CappedText, OutputFile, Provenance, RunOutcome, RunSpec, SandboxError, Timings,
+    CappedText, EnforcedOutcome, Enforcement, OutputFile, Provenance, RunOutcome, RunSpec,
+    SandboxError, Timings,
 };
 
 /// What the supervisor writes to its own stderr (diagnostics only) is kept up to this size.
@@ -247,15 +250,30 @@ impl Prepared {
         !self.rx.is_closed()
     }
 
-    /// Runs the job; always yields an outcome (failures of the container are part of it).
+    /// Runs the job (under `enforcement`'s policy, if given); always yields an outcome (failures
+    /// of the container are part of it). A policy the supervisor cannot enforce is never dropped:
+    /// the script does not run.
     pub(super) async fn execute(
         mut self,
         request: &RunSpec,
+        enforcement: Option<Enforcement>,
         cleaner: &Arc<Cleaner>,
         output_limit: u64,
-    ) -> RunOutcome {
+    ) -> EnforcedOutcome {
         let started = Instant::now();
         let nonce = Uuid::new_v4().simple().to_string();
+        let enforce = match &enforcement {
+            None => None,
+            Some(_) if !enforced::supported(&self.features) => {
+                return self.refused(enforced::UNAVAILABLE.into());
+            }
+            Some(e) => match enforced::job_field(e) {
+                Ok(field) => Some(field),
+                Err(reason) => return self.refused(reason),
+            },
+        };
+        let (answers_tx, mut answers) = tokio::sync::mpsc::channel(64);
+        let mut gathered = enforcement.as_ref().map(|e| Gathered::new(e, answers_tx));
         let job = Job {
             version: PROTOCOL_VERSION,
             nonce: nonce.clone(),
@@ -263,15 +281,21 @@ impl Prepared {
             stdin: request.stdin().to_string(),
             output_limit,
             artifacts: self.files.clone(),
+            enforce,
         };
         let mut files = Vec::new();
         let mut stdout = CappedText::new(output_limit);
         let mut stderr = CappedText::new(output_limit);
         let mut diagnostics = CappedText::new(DIAGNOSTICS);
         let deadline = tokio::time::Instant::now() + request.timeout();
+        let keep_open = job.enforce.is_some();
         let sent = async {
             self.input.write_all(&encode_job(&job)).await?;
             self.input.flush().await?;
+            if keep_open {
+                // Approval decisions follow on stdin.
+                return Ok(());
+            }
             // End of stdin: the supervisor reads exactly one job.
             self.input.shutdown().await
         };
@@ -299,12 +323,29 @@ impl Prepared {
                         },
                         Some(Msg::Frame(FrameKind::Failure, p)) => break End::Lost(message_of(&p)),
                         Some(Msg::Frame(FrameKind::Ready, _)) => break End::Lost("unexpected second ready frame".into()),
+                        Some(Msg::Frame(FrameKind::Events, p)) => match gathered.as_mut().map(|g| g.on_events(&p)) {
+                            Some(Ok(())) => {}
+                            Some(Err(e)) => break End::Lost(e),
+                            None => break End::Lost("events in a run without a policy".into()),
+                        },
+                        Some(Msg::Frame(FrameKind::ApprovalRequest, p)) => match gathered.as_mut().map(|g| g.on_request(&p)) {
+                            Some(Ok(())) => {}
+                            Some(Err(e)) => break End::Lost(e),
+                            None => break End::Lost("an approval request in a run without a policy".into()),
+                        },
                         // Job frames: only a job asks for them.
                         Some(Msg::Frame(kind, _)) => break End::Lost(format!("unexpected {kind:?} frame in a script run")),
                         Some(Msg::Diagnostic(b)) => diagnostics.push(&b),
                         Some(Msg::Broken(e)) => break End::Lost(e),
                         None => break End::Lost("the container stopped without reporting an exit".into()),
                     },
+                    Some(decision) = answers.recv() => {
+                        let frame = encode_decision(&decision);
+                        if let Err(e) = self.input.write_all(&frame).await {
+                            break End::Lost(format!("could not send an approval decision: {e}"));
+                        }
+                        let _ = self.input.flush().await;
+                    }
                     _ = tokio::time::sleep_until(deadline) => break End::TimedOut,
                 }
             },
@@ -330,6 +371,13 @@ impl Prepared {
             files: Vec::new(),
             files_dropped: 0,
             provenance: self.provenance.clone(),
+        };
+        let (events, summary) = match gathered {
+            Some(g) => {
+                let (events, summary) = g.finish();
+                (Some(events), summary)
+            }
+            None => (None, None),
         };
         match end {
             End::Exited(exit) => {
@@ -372,7 +420,26 @@ impl Prepared {
         outcome.timings.run = started.elapsed();
         // Removal happens after the response; `self.removal` schedules it when dropped here.
         drop(self);
-        outcome
+        EnforcedOutcome {
+            outcome,
+            events,
+            summary,
+        }
+    }
+}
+
+impl Prepared {
+    /// The outcome of a run refused before its job was sent (the container is removed).
+    fn refused(self, reason: String) -> EnforcedOutcome {
+        let mut outcome = RunOutcome::not_run(self.execution_id, reason);
+        outcome.container_id = self.id.clone();
+        outcome.warm = self.warm;
+        outcome.provenance = self.provenance.clone();
+        EnforcedOutcome {
+            outcome,
+            events: None,
+            summary: None,
+        }
     }
 }
 

@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig, ResourcesUlimits};
 use uuid::Uuid;
 
+use scriptgate_supervisor::enforcement::ENFORCE_READY_ENV;
+
 use super::DockerConfig;
 use crate::domain::script::Language;
 use crate::sandbox::profiles::Profile;
@@ -71,7 +73,7 @@ pub fn separate_identities(config: &DockerConfig) -> bool {
 pub const SUPERVISOR_CAPS: [&str; 4] = ["SETUID", "SETGID", "SETPCAP", "KILL"];
 
 /// The container's whole environment (the service's own is never forwarded).
-fn environment(profile: &Profile) -> Vec<String> {
+fn environment(profile: &Profile, enforcement_ready: bool) -> Vec<String> {
     let mut env: Vec<String> = [
         "HOME=/tmp",
         "LANG=C.UTF-8",
@@ -92,6 +94,9 @@ fn environment(profile: &Profile) -> Vec<String> {
     if profile.plots {
         env.push("MPLBACKEND=Agg".into());
         env.push(format!("{PLOT_DIR_ENV}={PLOT_DIR}"));
+    }
+    if enforcement_ready {
+        env.push(format!("{ENFORCE_READY_ENV}=ready"));
     }
     env
 }
@@ -132,7 +137,7 @@ pub fn container(
         image: Some(profile.image(language).to_string()),
         cmd: Some(cmd),
         // The service's own environment is never forwarded.
-        env: Some(environment(profile)),
+        env: Some(environment(profile, config.enforcement_ready)),
         user: Some(if split {
             "0:0".into()
         } else {
