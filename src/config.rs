@@ -257,7 +257,7 @@ impl Config {
             .map_err(|e| ConfigError::Invalid(format!("sandbox.jobs: {e}")))?;
         self.sandbox
             .resolved_profiles()
-            .map_err(ConfigError::Invalid)?;
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         self.egress
             .check()
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;

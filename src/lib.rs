@@ -60,8 +60,8 @@ pub enum StartError {
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
     /// The configured runner profiles do not resolve.
-    #[error("{0}")]
-    Profiles(String),
+    #[error(transparent)]
+    Profiles(#[from] crate::sandbox::profiles::ProfileConfigError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
     /// The stdio MCP server has no operator API, so it cannot hold work for approval.

@@ -115,6 +115,33 @@ pub struct Profiles {
     list: Vec<Profile>,
 }
 
+/// The `[[sandbox.profiles]]` list cannot be resolved (a start-up error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileConfigError {
+    #[error("sandbox.profiles[{index}] ({name}): {problem}")]
+    Entry {
+        index: usize,
+        name: String,
+        #[source]
+        problem: EntryProblem,
+    },
+    #[error("sandbox.profiles: `{name}` is defined twice")]
+    Duplicate { name: String },
+}
+
+/// What is wrong with one `[[sandbox.profiles]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryProblem {
+    #[error("name must be 1-64 letters, digits, '-' or '_'")]
+    Name,
+    #[error("image must not be empty")]
+    EmptyImage,
+    #[error("languages must name at least one language")]
+    NoLanguage,
+    #[error("preimport: `{0}` is not a Python module name")]
+    Module(String),
+}
+
 /// A request named a profile that does not exist (or that does not run its language).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProfileError {
@@ -135,7 +162,7 @@ impl Profiles {
         bash_image: &str,
         default_pool: usize,
         configured: &[ProfileConfig],
-    ) -> Result<Profiles, String> {
+    ) -> Result<Profiles, ProfileConfigError> {
         let mut list = vec![
             Profile {
                 name: DEFAULT_PROFILE.into(),
@@ -150,9 +177,15 @@ impl Profiles {
             Profile::from_config(&builtin_data(), default_pool),
         ];
         for (i, c) in configured.iter().enumerate() {
-            check(c).map_err(|m| format!("sandbox.profiles[{i}] ({}): {m}", c.name))?;
+            check(c).map_err(|problem| ProfileConfigError::Entry {
+                index: i,
+                name: c.name.clone(),
+                problem,
+            })?;
             if configured[..i].iter().any(|o| o.name == c.name) {
-                return Err(format!("sandbox.profiles: `{}` is defined twice", c.name));
+                return Err(ProfileConfigError::Duplicate {
+                    name: c.name.clone(),
+                });
             }
             let p = Profile::from_config(c, default_pool);
             match list.iter_mut().find(|b| b.name == c.name) {
@@ -212,22 +245,22 @@ fn is_name(s: &str, extra: &[char]) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || extra.contains(&c))
 }
 
-fn check(c: &ProfileConfig) -> Result<(), String> {
+fn check(c: &ProfileConfig) -> Result<(), EntryProblem> {
     if !is_name(&c.name, &['-']) {
-        return Err("name must be 1-64 letters, digits, '-' or '_'".into());
+        return Err(EntryProblem::Name);
     }
     if c.image.trim().is_empty() {
-        return Err("image must not be empty".into());
+        return Err(EntryProblem::EmptyImage);
     }
     if c.languages.is_empty() {
-        return Err("languages must name at least one language".into());
+        return Err(EntryProblem::NoLanguage);
     }
     if let Some(m) = c
         .preimport
         .iter()
         .find(|m| !m.split('.').all(|part| is_name(part, &[])) || m.starts_with(char::is_numeric))
     {
-        return Err(format!("preimport: `{m}` is not a Python module name"));
+        return Err(EntryProblem::Module(m.clone()));
     }
     Ok(())
 }
@@ -284,8 +317,12 @@ mod tests {
         bad = entry("ok");
         bad.preimport = vec!["os; import sys".into()];
         let e = Profiles::resolve("py", "sh", 2, &[bad]).expect_err("an error");
-        assert!(e.contains("sandbox.profiles[0] (ok): preimport"), "{e}");
+        assert!(
+            matches!(&e, ProfileConfigError::Entry { index: 0, problem: EntryProblem::Module(m), .. } if m == "os; import sys"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("sandbox.profiles[0] (ok)"), "{e}");
         let e = Profiles::resolve("py", "sh", 2, &[entry("a"), entry("a")]).expect_err("an error");
-        assert!(e.contains("defined twice"), "{e}");
+        assert_eq!(e, ProfileConfigError::Duplicate { name: "a".into() });
     }
 }

@@ -6,7 +6,9 @@
 //! tracked from creation; a `Removal` guard removes it whatever happens (success, timeout, client
 //! gone, engine error), and the `reaper` removes leftovers of a crash at start-up and on a timer.
 
+mod cleanup;
 mod enforced;
+mod engine;
 pub mod images;
 mod jobrun;
 mod pool;
@@ -14,20 +16,17 @@ mod reaper;
 mod session;
 pub mod spec;
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::query_parameters::{
-    AttachContainerOptions, CreateContainerOptions, KillContainerOptions, RemoveContainerOptions,
-    StartContainerOptions,
+    AttachContainerOptions, CreateContainerOptions, StartContainerOptions,
 };
 use futures::future::BoxFuture;
 use scriptgate_supervisor::ArtifactRequest;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use super::{
@@ -35,7 +34,11 @@ use super::{
     RunSpec, Runner, SandboxError, SandboxStats,
 };
 use crate::domain::script::Language;
-use crate::sandbox::profiles::{Profile, ProfileConfig, Profiles};
+use crate::sandbox::profiles::{Profile, ProfileConfig, ProfileConfigError, Profiles};
+pub(crate) use cleanup::{Cleaner, Removal, short};
+pub(crate) use engine::classify;
+use engine::client;
+pub use engine::connect;
 pub use pool::PoolConfig;
 use session::Prepared;
 
@@ -89,7 +92,7 @@ impl Default for DockerConfig {
 
 impl DockerConfig {
     /// The built-in and configured profiles, checked.
-    pub fn resolved_profiles(&self) -> Result<Profiles, String> {
+    pub fn resolved_profiles(&self) -> Result<Profiles, ProfileConfigError> {
         Profiles::resolve(
             &self.python_image,
             &self.bash_image,
@@ -104,188 +107,6 @@ impl DockerConfig {
             Language::Bash => &self.bash_image,
         }
     }
-}
-
-/// A client for the engine named by `host` (or the local defaults); no request is made yet.
-fn client(host: Option<&str>) -> Result<Docker, SandboxError> {
-    match host {
-        Some(h) => Docker::connect_with_host(h),
-        None => Docker::connect_with_local_defaults(),
-    }
-    .map_err(classify)
-}
-
-/// Connects to the engine and negotiates the API version, so a newer client works with an older
-/// engine (the version is shared by every clone of the client).
-pub async fn connect(host: Option<&str>) -> Result<Docker, SandboxError> {
-    client(host)?.negotiate_version().await.map_err(classify)
-}
-
-/// Engine errors as the service reports them.
-pub(crate) fn classify(e: bollard::errors::Error) -> SandboxError {
-    use bollard::errors::Error as E;
-    match e {
-        E::DockerResponseServerError {
-            status_code: 404,
-            message,
-        } if message.contains("No such image") => {
-            let image = message.rsplit(':').next().unwrap_or("").trim().to_string();
-            SandboxError::ImageMissing(if image.is_empty() { message } else { image })
-        }
-        E::DockerResponseServerError {
-            status_code,
-            message,
-        } => SandboxError::Engine(super::EngineFault::new(E::DockerResponseServerError {
-            status_code,
-            message,
-        })),
-        E::IOError { .. }
-        | E::HyperResponseError { .. }
-        | E::HyperLegacyError { .. }
-        | E::SocketNotFoundError(_)
-        | E::RequestTimeoutError
-        | E::HttpClientError { .. } => SandboxError::EngineUnavailable(e.to_string()),
-        other => SandboxError::Engine(super::EngineFault::new(other)),
-    }
-}
-
-/// Removes containers, tracks which ones still exist, and keeps removal tasks for shutdown to await.
-#[derive(Debug)]
-pub(crate) struct Cleaner {
-    docker: Docker,
-    live: Mutex<HashSet<String>>,
-    /// Containers whose removal failed (the engine was away): retried every few seconds until the
-    /// engine answers, so nothing lingers after it comes back.
-    failed: Mutex<HashSet<String>>,
-    tasks: TaskTracker,
-}
-
-impl Cleaner {
-    fn track(&self, id: &str) {
-        self.live
-            .lock()
-            .expect("live set lock")
-            .insert(id.to_string());
-    }
-
-    fn is_live(&self, id: &str) -> bool {
-        self.live.lock().expect("live set lock").contains(id)
-    }
-
-    pub(crate) fn live_count(&self) -> usize {
-        self.live.lock().expect("live set lock").len()
-    }
-
-    /// Kills and removes a container (volumes included), retrying while the engine is flaky; if it
-    /// still fails, the container goes to the failed set, which [`Cleaner::retry_failed`] empties.
-    pub(crate) async fn remove(&self, id: &str) {
-        let mut removed = false;
-        for attempt in 0..5u32 {
-            if self.try_remove(id).await {
-                removed = true;
-                break;
-            }
-            tracing::warn!(container = %short(id), attempt, "container removal failed");
-            tokio::time::sleep(Duration::from_millis(200 * 2u64.pow(attempt))).await;
-        }
-        if !removed {
-            self.failed
-                .lock()
-                .expect("failed set lock")
-                .insert(id.to_string());
-        }
-        self.live.lock().expect("live set lock").remove(id);
-    }
-
-    /// One removal attempt; true when the container is gone (or being removed by someone else).
-    async fn try_remove(&self, id: &str) -> bool {
-        let options = RemoveContainerOptions {
-            force: true,
-            v: true,
-            link: false,
-        };
-        match self.docker.remove_container(id, Some(options)).await {
-            Ok(()) => true,
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => true,
-            // "removal already in progress": the other removal will finish it.
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 409, ..
-            }) => true,
-            Err(_) => false,
-        }
-    }
-
-    /// Retries the removals that failed; returns how many containers are still waiting.
-    pub(crate) async fn retry_failed(&self) -> usize {
-        let ids: Vec<String> = self
-            .failed
-            .lock()
-            .expect("failed set lock")
-            .iter()
-            .cloned()
-            .collect();
-        for id in ids {
-            if self.try_remove(&id).await {
-                self.failed.lock().expect("failed set lock").remove(&id);
-                tracing::info!(container = %short(&id), "removed a container once the engine was back");
-            }
-        }
-        self.failed.lock().expect("failed set lock").len()
-    }
-
-    /// Containers whose removal is still owed.
-    pub(crate) fn failed_count(&self) -> usize {
-        self.failed.lock().expect("failed set lock").len()
-    }
-
-    /// Removes in the background; shutdown waits for it.
-    pub(crate) fn remove_later(self: &Arc<Self>, id: String) {
-        let this = self.clone();
-        self.tasks.spawn(async move { this.remove(&id).await });
-    }
-
-    /// SIGKILL now (the deadline), removal follows.
-    async fn kill(&self, id: &str) {
-        let options = KillContainerOptions {
-            signal: "SIGKILL".into(),
-        };
-        let _ = tokio::time::timeout(
-            Duration::from_secs(2),
-            self.docker.kill_container(id, Some(options)),
-        )
-        .await;
-    }
-}
-
-/// Removes its container when dropped, unless it was already removed.
-#[derive(Debug)]
-pub(crate) struct Removal {
-    cleaner: Arc<Cleaner>,
-    id: Option<String>,
-}
-
-impl Removal {
-    fn new(cleaner: &Arc<Cleaner>, id: &str) -> Self {
-        cleaner.track(id);
-        Removal {
-            cleaner: cleaner.clone(),
-            id: Some(id.to_string()),
-        }
-    }
-}
-
-impl Drop for Removal {
-    fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            self.cleaner.remove_later(id);
-        }
-    }
-}
-
-pub(crate) fn short(id: &str) -> &str {
-    &id[..id.len().min(12)]
 }
 
 /// Runs scripts in one-use Docker containers.
@@ -319,15 +140,10 @@ impl DockerSandbox {
                 false
             }
         };
-        let cleaner = Arc::new(Cleaner {
-            docker: docker.clone(),
-            live: Mutex::new(HashSet::new()),
-            failed: Mutex::new(HashSet::new()),
-            tasks: TaskTracker::new(),
-        });
+        let cleaner = Arc::new(Cleaner::new(docker.clone()));
         let profiles = config
             .resolved_profiles()
-            .map_err(SandboxError::StartFailed)?;
+            .map_err(|e| SandboxError::StartFailed(e.to_string()))?;
         let inner = Arc::new(Inner {
             pool: pool::Pool::new(&config.pool, &profiles),
             profiles,

@@ -8,6 +8,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::task::AbortOnDropHandle;
 
 use bollard::container::{AttachContainerResults, LogOutput};
 use bytes::Bytes;
@@ -41,16 +42,6 @@ pub(super) enum Msg {
     Broken(String),
 }
 
-/// Aborts the reader task when the container is done with.
-#[derive(Debug)]
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// A started container whose supervisor is waiting for its one job.
 pub(crate) struct Prepared {
     pub id: String,
@@ -59,7 +50,8 @@ pub(crate) struct Prepared {
     pub ready_at: Instant,
     pub(super) rx: mpsc::Receiver<Msg>,
     pub(super) input: Pin<Box<dyn AsyncWrite + Send>>,
-    _reader: AbortOnDrop,
+    /// The frame reader, aborted when the container is done with.
+    _reader: AbortOnDropHandle<()>,
     _removal: Removal,
     pub(super) create: Duration,
     pub(super) start: Duration,
@@ -138,7 +130,7 @@ impl Prepared {
     ) -> Result<Self, SandboxError> {
         let AttachContainerResults { output, input } = attach;
         let (tx, rx) = mpsc::channel(64);
-        let reader = AbortOnDrop(tokio::spawn(read_frames(output, tx)));
+        let reader = AbortOnDropHandle::new(tokio::spawn(read_frames(output, tx)));
         let mut prepared = Prepared {
             id,
             execution_id,
