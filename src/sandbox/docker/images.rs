@@ -15,6 +15,9 @@
 //! checks that the images exist; each is also tagged `latest`, so other Dockerfiles can name the
 //! base without knowing the hash (`images/service/Dockerfile`, the service image of
 //! `docker-compose.yml`). `images/registry/` has Dockerfiles for people with a registry.
+//!
+//! One file (past 500 lines): the build reads top to bottom as one sequence, base → runner →
+//! recorded profile information; no part of it is used on its own.
 
 use std::collections::HashMap;
 use std::io::Write as _;
