@@ -1,7 +1,9 @@
 //! The steps every run goes through: validate, decide where it goes next, admit, acquire a
 //! sandbox, run, record. `submit` takes a new submission through them; `work` takes queued work
 //! (approved, accepted without waiting, or left by a previous process) through them again from
-//! validation on, under the rules of this process.
+//! validation on, under the rules of this process. Each kind of work (a script, a script with a
+//! workspace, a job) has its own arm in the validate step (`check.rs`) and in the sandbox call
+//! (`run`); everything else is shared.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,36 +12,39 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::admission::Slot;
+use super::check::{self, CheckDeps, Checked, Cleared, Refusal};
 use super::outcome::{Ended, ms};
 use super::{ExecError, Executions, Submitted, audit};
 use crate::auth::Caller;
+use crate::domain::content::ContentVerdict;
 use crate::domain::record::{
-    ErrorKind, ExecutionError, ExecutionRecord, StageMs, Status, sha256_hex,
+    ErrorKind, ExecutionError, ExecutionRecord, RunResult, StageMs, Status, sha256_hex,
 };
 use crate::domain::script::Script;
 use crate::domain::verdict::{Finding, Layer, Severity, Verdict};
-use crate::domain::work::ScriptRun;
-use crate::sandbox::{Lease, RunSpec, SandboxError};
+use crate::domain::work::Work;
+use crate::sandbox::{JOB_LANGUAGE, Lease, SandboxError};
 use crate::store::{AuditEvent, StoreError, Transition};
 
 /// Where a validated submission goes next.
 #[derive(Debug)]
 enum Next {
-    /// Validation rejected it: it ends here.
-    Reject,
+    /// Refused before it ran (validation, or a job's constraints): it ends here.
+    Reject(Refusal),
     /// An operator decides first.
     Hold,
     /// A worker runs it; the caller reads the result later.
     Queue,
     /// It runs within the call.
-    Run(RunSpec),
+    Run(Cleared),
 }
 
-/// A submission with its verdict, before it has a record.
+/// A submission with its verdicts, before it has a record.
 struct Intake<'a> {
     caller: &'a Caller,
-    work: ScriptRun,
+    work: Work,
     verdict: Verdict,
+    contents: Vec<ContentVerdict>,
     started: Instant,
     validate_ms: u64,
 }
@@ -52,10 +57,11 @@ impl Intake<'_> {
             agent: self.caller.name.clone(),
             status,
             run: self.work.clone(),
-            script_sha256: sha256_hex(&self.work.script.text),
+            script_sha256: sha256_hex(&self.work.text()),
             created_at: now,
             updated_at: now,
             verdict: self.verdict.clone(),
+            contents: self.contents.clone(),
             result: None,
             error: None,
             approval: None,
@@ -86,67 +92,99 @@ impl Executions {
             .unwrap_or_else(|e| {
                 // A panic in validation must not take the request down: fail closed.
                 tracing::error!(error = %e, "validation task failed");
-                Verdict {
-                    language,
-                    valid: false,
-                    layer: Some(Layer::Syntax),
-                    findings: vec![Finding {
-                        layer: Layer::Syntax,
-                        rule: "validator-failure".into(),
-                        severity: Severity::Block,
-                        message: "the script could not be validated".into(),
-                        line: 1,
-                        column: 1,
-                    }],
-                }
+                validator_failure(language)
             });
         crate::metrics::validated(&verdict);
         verdict
     }
 
+    /// The validate step (`check.rs`): CPU work of up to a few milliseconds per program, on the
+    /// blocking pool.
+    pub(super) async fn check(&self, work: &Work) -> Checked {
+        let validator = self.validator.clone();
+        let maxima = self.job_maxima.clone();
+        let output_bytes = self.output_bytes;
+        let owned = work.clone();
+        tokio::task::spawn_blocking(move || {
+            let deps = CheckDeps {
+                validator: &validator,
+                maxima: &maxima,
+                output_bytes,
+            };
+            check::check(deps, &owned)
+        })
+        .await
+        .unwrap_or_else(|e| {
+            // A panic in validation must not take the request down: fail closed.
+            tracing::error!(error = %e, "validation task failed");
+            let language = work.script().map_or(JOB_LANGUAGE, |s| s.script.language);
+            Checked {
+                verdict: validator_failure(language),
+                contents: Vec::new(),
+                outcome: Err(Refusal::Invalid),
+            }
+        })
+    }
+
     /// Validates and, unless it must wait (approval, or `wait_for_result` is false), runs the
-    /// script within the call.
+    /// work within the call. A job whose `job_id` is taken is refused before anything else.
     pub(crate) async fn submit(
         self: &Arc<Self>,
         caller: &Caller,
-        work: ScriptRun,
+        work: Work,
         wait_for_result: bool,
     ) -> Result<Submitted, ExecError> {
         let started = Instant::now();
-        let verdict = self.validate(work.script.clone()).await;
+        if let Some(job) = work.job()
+            && self.store.by_job(job.job_id).await?.is_some()
+        {
+            return Err(ExecError::DuplicateJob(job.job_id));
+        }
+        let Checked {
+            verdict,
+            contents,
+            outcome,
+        } = self.check(&work).await;
         let intake = Intake {
             caller,
             work,
             verdict,
+            contents,
             started,
             validate_ms: ms(started.elapsed()),
         };
-        match self.next(&intake, wait_for_result) {
-            Next::Reject => self.reject(intake).await,
+        match self.next(&intake, outcome, wait_for_result) {
+            Next::Reject(refusal) => self.reject(intake, refusal).await,
             Next::Hold => self.hold(intake).await,
             Next::Queue => self.enqueue(intake).await,
-            Next::Run(spec) => self.run_now(intake, spec).await,
+            Next::Run(cleared) => self.run_now(intake, cleared).await,
         }
     }
 
-    /// Only a passing verdict yields the run; the approval policy and the caller decide when.
-    fn next(&self, intake: &Intake<'_>, wait_for_result: bool) -> Next {
-        let Ok(spec) = RunSpec::cleared(&intake.work, &intake.verdict) else {
-            return Next::Reject;
+    /// Only cleared work runs; the approval policy and the caller decide when.
+    fn next(
+        &self,
+        intake: &Intake<'_>,
+        outcome: Result<Cleared, Refusal>,
+        wait_for_result: bool,
+    ) -> Next {
+        let cleared = match outcome {
+            Ok(cleared) => cleared,
+            Err(refusal) => return Next::Reject(refusal),
         };
         if self.policy.requires(&intake.verdict) {
             Next::Hold
         } else if wait_for_result {
-            Next::Run(spec)
+            Next::Run(cleared)
         } else {
             Next::Queue
         }
     }
 
-    async fn reject(&self, intake: Intake<'_>) -> Result<Submitted, ExecError> {
+    async fn reject(&self, intake: Intake<'_>, refusal: Refusal) -> Result<Submitted, ExecError> {
         let mut rec = intake.record(Uuid::new_v4(), Status::Completed);
         let events = intake.events(&rec);
-        rejected(&mut rec, intake.started);
+        refused(&mut rec, refusal, intake.started);
         self.create(&rec, events).await?;
         Ok(Submitted::Finished(rec))
     }
@@ -171,7 +209,7 @@ impl Executions {
     async fn run_now(
         self: &Arc<Self>,
         intake: Intake<'_>,
-        spec: RunSpec,
+        cleared: Cleared,
     ) -> Result<Submitted, ExecError> {
         let waited = Instant::now();
         let _slot = self.admission.admit().await?;
@@ -189,7 +227,7 @@ impl Executions {
         // If the caller goes away mid-run, the lease (and its container) is dropped with this
         // future; the guard then records the execution as failed.
         let guard = Interrupted::new(self, rec.id);
-        let rec = self.run(&rec, lease, spec, intake.started).await?;
+        let rec = self.run(&rec, lease, cleared, intake.started).await?;
         guard.disarm();
         Ok(Submitted::Finished(rec))
     }
@@ -211,15 +249,14 @@ impl Executions {
         Ok(Submitted::Finished(rec))
     }
 
-    /// A sandbox in the work's profile (warm when none is imposed and one waits).
-    async fn acquire(
-        &self,
-        work: &ScriptRun,
-        id: Option<Uuid>,
-    ) -> Result<Box<dyn Lease>, SandboxError> {
-        self.runner
-            .acquire_in(&work.profile, work.script.language, id)
-            .await
+    /// A sandbox in the work's profile (warm when none is imposed and one waits): a script's
+    /// language, or the container jobs run in.
+    async fn acquire(&self, work: &Work, id: Option<Uuid>) -> Result<Box<dyn Lease>, SandboxError> {
+        let language = match work {
+            Work::Script(s) if !s.has_workspace() => s.script.language,
+            _ => JOB_LANGUAGE,
+        };
+        self.runner.acquire_in(work.profile(), language, id).await
     }
 
     /// The sandbox call, then the record of how it ended (from `running`, once).
@@ -227,12 +264,20 @@ impl Executions {
         &self,
         rec: &ExecutionRecord,
         lease: Box<dyn Lease>,
-        spec: RunSpec,
+        cleared: Cleared,
         started: Instant,
     ) -> Result<ExecutionRecord, ExecError> {
-        let outcome = lease.run(spec).await;
-        let timeout = rec.run.timeout();
-        let ended = Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started);
+        let timeout = std::time::Duration::from_secs(rec.run.timeout_secs());
+        let ended = match cleared {
+            Cleared::Script(spec) => {
+                let outcome = lease.run(spec).await;
+                Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started)
+            }
+            Cleared::Job(job) => {
+                let outcome = lease.run_job(*job).await;
+                self.ended_job(&rec.run, outcome, started).await
+            }
+        };
         let t = self
             .transition(rec.id, &[Status::Running], move |r| {
                 ended.apply(r);
@@ -263,9 +308,13 @@ impl Executions {
             return Ok(());
         };
         // The rules may have changed since it was accepted (a restart with other rules).
-        let verdict = self.validate(rec.run.script.clone()).await;
-        let Ok(spec) = RunSpec::cleared(&rec.run, &verdict) else {
-            return Ok(self.reject_queued(id, verdict, started).await?);
+        let checked = self.check(&rec.run).await;
+        let cleared = match checked.outcome {
+            Ok(cleared) => cleared,
+            Err(refusal) => {
+                let verdicts = (checked.verdict, checked.contents);
+                return Ok(self.reject_queued(id, verdicts, refusal, started).await?);
+            }
         };
         let Some((lease, _slot)) = self.slot_and_sandbox(&rec).await? else {
             return Ok(());
@@ -278,7 +327,7 @@ impl Executions {
             })
             .await?;
         if let Transition::Applied(rec) = t {
-            self.run(&rec, lease, spec, started).await?;
+            self.run(&rec, lease, cleared, started).await?;
         }
         Ok(())
     }
@@ -292,17 +341,19 @@ impl Executions {
             .filter(|r| r.status == Status::Queued))
     }
 
-    /// Queued work whose script no longer passes: it ends as a validation failure.
+    /// Queued work that no longer passes: it ends as it would have at submission.
     async fn reject_queued(
         &self,
         id: Uuid,
-        verdict: Verdict,
+        (verdict, contents): (Verdict, Vec<ContentVerdict>),
+        refusal: Refusal,
         started: Instant,
     ) -> Result<(), StoreError> {
         self.transition(id, &[Status::Queued], move |r| {
             r.verdict = verdict;
+            r.contents = contents;
             let events = vec![audit::validation(r, &r.verdict)];
-            rejected(r, started);
+            refused(r, refusal, started);
             events
         })
         .await
@@ -353,24 +404,63 @@ fn retryable(e: &SandboxError) -> bool {
     )
 }
 
-/// Ends a record as rejected by validation. A script with a secret is never at rest in clear:
-/// the record keeps its hash and the redacted findings only.
+/// The verdict of work whose validation could not complete: it does not run.
+fn validator_failure(language: crate::domain::script::Language) -> Verdict {
+    Verdict {
+        language,
+        valid: false,
+        layer: Some(Layer::Syntax),
+        findings: vec![Finding {
+            layer: Layer::Syntax,
+            rule: "validator-failure".into(),
+            severity: Severity::Block,
+            message: "the script could not be validated".into(),
+            line: 1,
+            column: 1,
+        }],
+    }
+}
+
+/// Ends a record refused before it ran: rejected by validation, or (a job) refused with its
+/// complete result.
+fn refused(rec: &mut ExecutionRecord, refusal: Refusal, started: Instant) {
+    match refusal {
+        Refusal::Invalid => rejected(rec, started),
+        Refusal::Refused { error, result } => {
+            rec.status = Status::Completed;
+            rec.error = Some(error);
+            rec.result = result.map(|job| RunResult {
+                job: Some(job),
+                ..RunResult::default()
+            });
+            withhold_secrets(rec);
+            rec.duration_ms = ms(started.elapsed());
+        }
+    }
+}
+
+/// Ends a record as rejected by validation.
 fn rejected(rec: &mut ExecutionRecord, started: Instant) {
     rec.status = Status::Completed;
     rec.error = Some(ExecutionError::new(
         ErrorKind::ValidationFailed,
         rec.verdict.summary(),
     ));
+    withhold_secrets(rec);
+    rec.duration_ms = ms(started.elapsed());
+}
+
+/// Work with a secret is never at rest in clear: the record keeps its hash and the redacted
+/// findings only.
+fn withhold_secrets(rec: &mut ExecutionRecord) {
     if rec
         .verdict
         .findings
         .iter()
         .any(|f| f.layer == Layer::Secrets)
     {
-        rec.run.script.text = "[withheld: the script contains a secret]".into();
-        rec.run.stdin = String::new();
+        rec.run.withhold();
     }
-    rec.duration_ms = ms(started.elapsed());
 }
 
 /// Marks a synchronous run as failed if its request is dropped (the client went away) before the
@@ -415,6 +505,7 @@ impl Drop for Interrupted {
 mod tests {
     use super::*;
     use crate::domain::script::Language;
+    use crate::domain::work::ScriptRun;
 
     #[test]
     fn a_rejected_secret_is_withheld_and_the_error_says_why() {
@@ -431,12 +522,12 @@ mod tests {
             id: Uuid::nil(),
             agent: "bot".into(),
             status: Status::Queued,
-            run: ScriptRun::new(
+            run: Work::Script(ScriptRun::new(
                 Script::new(Language::Python, "token = 'ghp_x'"),
                 "stdin".into(),
                 std::time::Duration::from_secs(1),
                 "minimal".into(),
-            ),
+            )),
             script_sha256: "h".into(),
             created_at: now,
             updated_at: now,
@@ -446,6 +537,7 @@ mod tests {
                 layer: Some(Layer::Secrets),
                 findings: vec![finding],
             },
+            contents: Vec::new(),
             result: None,
             error: None,
             approval: None,
@@ -458,7 +550,8 @@ mod tests {
             rec.error.as_ref().map(|e| e.kind),
             Some(ErrorKind::ValidationFailed)
         );
-        assert!(!rec.run.script.text.contains("ghp_"));
-        assert!(rec.run.stdin.is_empty());
+        let run = rec.run.script().expect("a script");
+        assert!(!run.script.text.contains("ghp_"));
+        assert!(run.stdin.is_empty());
     }
 }
