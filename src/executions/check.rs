@@ -266,3 +266,164 @@ pub(crate) fn error_kind(kind: ErrorType) -> ErrorKind {
         ErrorType::InternalError => ErrorKind::InternalError,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::domain::script::Script;
+    use crate::domain::work::WorkspaceFile;
+    use crate::sandbox::job::StepStatus;
+    use crate::validate::ValidationConfig;
+
+    fn validator() -> Validator {
+        let rules = crate::rules::RuleSet::embedded().expect("the built-in rules load");
+        Validator::new(rules, ValidationConfig::default())
+    }
+
+    fn job(steps: Value) -> Work {
+        Work::Job(JobWork {
+            job_id: uuid::Uuid::new_v4(),
+            job: json!({"protocol_version": "1.0",
+                "constraints": {"allowed_commands": ["python3", "bash"]}, "steps": steps}),
+            profile: "minimal".into(),
+            timeout_secs: 60,
+        })
+    }
+
+    fn checked(work: &Work) -> Checked {
+        let validator = validator();
+        let deps = CheckDeps {
+            validator: &validator,
+            maxima: &Maxima::default(),
+            output_bytes: 1 << 20,
+        };
+        check(deps, work)
+    }
+
+    /// The refused result's step statuses and its job-level error type.
+    fn refused(checked: &Checked) -> (Vec<StepStatus>, ErrorType) {
+        match &checked.outcome {
+            Err(Refusal::Refused {
+                result: Some(result),
+                ..
+            }) => (
+                result.steps.iter().map(|s| s.status).collect(),
+                result.error.as_ref().expect("an error").kind,
+            ),
+            other => panic!("not refused with a result: {other:?}"),
+        }
+    }
+
+    const DANGEROUS: &str = "import os\nos.system('id')\n";
+
+    #[test]
+    fn a_dangerous_inline_program_fails_its_step_and_nothing_else_runs() {
+        let work = job(json!([
+            {"id": "a", "type": "list_tree", "arguments": {"path": "/workspace"}},
+            {"id": "b", "type": "run_command", "arguments": {"command": "python3", "args": ["-c", DANGEROUS]}},
+            {"id": "c", "type": "list_tree", "arguments": {"path": "/workspace"}}
+        ]));
+        let checked = checked(&work);
+        assert!(!checked.verdict.valid);
+        assert_eq!(
+            refused(&checked),
+            (
+                vec![
+                    StepStatus::Skipped,
+                    StepStatus::Failure,
+                    StepStatus::Skipped
+                ],
+                ErrorType::PolicyViolation
+            )
+        );
+        assert!(
+            checked
+                .contents
+                .iter()
+                .any(|c| c.target == "python3 -c" && !c.passed())
+        );
+    }
+
+    #[test]
+    fn a_diff_that_makes_a_written_program_dangerous_is_judged_as_applied() {
+        let diff = "--- a/app.py\n+++ b/app.py\n@@ -1 +1,2 @@\n-print('hello')\n+import os\n+os.system('id')\n";
+        let work = job(json!([
+            {"id": "write", "type": "write_file", "arguments": {"path": "app.py", "content": "print('hello')\n"}},
+            {"id": "patch", "type": "apply_unified_diff", "arguments": {"diff": diff}}
+        ]));
+        let checked = checked(&work);
+        let (steps, _) = refused(&checked);
+        assert_eq!(steps, [StepStatus::Skipped, StepStatus::Failure]);
+    }
+
+    #[test]
+    fn a_clean_job_is_cleared_with_its_programs_judged() {
+        let work = job(json!([
+            {"id": "write", "type": "write_file", "arguments": {"path": "app.py", "content": "print('hello')\n"}},
+            {"id": "run", "type": "run_command", "arguments": {"command": "python3", "args": ["app.py"]}},
+            {"id": "sh", "type": "run_command", "arguments": {"command": "bash", "args": ["-c", "echo hi"]}}
+        ]));
+        let checked = checked(&work);
+        assert!(
+            matches!(checked.outcome, Ok(Cleared::Job(_))),
+            "{:?}",
+            checked.outcome
+        );
+        let targets: Vec<&str> = checked.contents.iter().map(|c| c.target.as_str()).collect();
+        assert!(
+            targets.contains(&"/workspace/app.py") && targets.contains(&"bash -c"),
+            "{targets:?}"
+        );
+    }
+
+    #[test]
+    fn a_workspace_run_becomes_a_job_and_a_secret_file_stops_it() {
+        let run = |content: &str| {
+            Work::Script(
+                ScriptRun::new(
+                    Script::new(Language::Python, "print(open('a.txt').read())"),
+                    String::new(),
+                    Duration::from_secs(10),
+                    "minimal".into(),
+                )
+                .with_workspace(
+                    vec![WorkspaceFile {
+                        path: "/workspace/a.txt".into(),
+                        content: content.into(),
+                        base64: false,
+                    }],
+                    vec!["/workspace/*.txt".into()],
+                ),
+            )
+        };
+        let clean = checked(&run("hello"));
+        let Ok(Cleared::Job(job)) = clean.outcome else {
+            panic!("not cleared: {:?}", clean.outcome)
+        };
+        let steps: Vec<&str> = job
+            .job()
+            .steps()
+            .iter()
+            .map(|s| s.step.id.as_str())
+            .collect();
+        assert_eq!(steps, ["files[0]", "script", "run"]);
+        let secret = format!("token = ghp_{}\n", "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI3kM5");
+        let blocked = checked(&run(&secret));
+        assert!(matches!(blocked.outcome, Err(Refusal::Invalid)));
+        assert!(!blocked.verdict.valid);
+    }
+
+    #[test]
+    fn a_malformed_job_is_a_schema_error_with_a_result() {
+        let work = Work::Job(JobWork {
+            job_id: uuid::Uuid::new_v4(),
+            job: json!({"protocol_version": "2.0", "steps": []}),
+            profile: "minimal".into(),
+            timeout_secs: 60,
+        });
+        let checked = checked(&work);
+        assert_eq!(refused(&checked).1, ErrorType::SchemaError);
+    }
+}
