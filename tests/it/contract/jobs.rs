@@ -532,3 +532,26 @@ async fn run_job_is_a_tool_in_both_shapes() {
     assert_eq!(tool["input_schema"], *parameters);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_above_the_body_maximum_is_413_naming_the_setting() {
+    let s = Service::fake(FakeRunner::new(), |c| {
+        secured(c, ApprovalMode::Never);
+        c.sandbox.jobs.max_job_bytes = 64 << 10;
+    })
+    .await;
+    let big = "x".repeat(1 << 20);
+    let job = json!({"protocol_version": "1.0",
+        "steps": [{"id": "w", "type": "write_file", "arguments": {"path": "big.txt", "content": big}}]});
+    let (status, answer) = post_job(&s, &job).await;
+    assert_eq!(status, 413, "{answer}");
+    assert_eq!(answer["error"]["type"], "payload_too_large");
+    assert!(
+        answer["error"]["message"]
+            .to_string()
+            .contains("sandbox.jobs.max_job_bytes"),
+        "{answer}"
+    );
+    assert!(s.runner().jobs().is_empty());
+    s.stop().await;
+}
