@@ -1,7 +1,7 @@
 //! The steps every run goes through: validate, decide where it goes next, admit, acquire a
-//! sandbox, run, record. `submit` takes a new submission through them; `work` takes queued work
-//! (approved, accepted without waiting, or left by a previous process) through them again from
-//! validation on, under the rules of this process. Each kind of work (a script, a script with a
+//! sandbox, run, record. `submit` takes a new submission through them; `work` (`worker.rs`) takes
+//! queued work (approved, accepted without waiting, or left by a previous process) through them
+//! again from validation on, under the rules of this process. Each kind of work (a script, a script with a
 //! workspace, a job) has its own arm in the validate step (`check.rs`) and in the sandbox call
 //! (`run`); everything else is shared.
 
@@ -11,9 +11,9 @@ use std::time::Instant;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::admission::Slot;
 use super::check::{self, CheckDeps, Checked, Cleared, Refusal};
 use super::outcome::{Ended, ms};
+use super::worker::retryable;
 use super::{ExecError, Executions, Submitted, audit};
 use crate::auth::Caller;
 use crate::domain::content::ContentVerdict;
@@ -24,7 +24,7 @@ use crate::domain::script::Script;
 use crate::domain::verdict::{Finding, Layer, Severity, Verdict};
 use crate::domain::work::Work;
 use crate::sandbox::{JOB_LANGUAGE, Lease, SandboxError};
-use crate::store::{AuditEvent, StoreError, Transition};
+use crate::store::{AuditEvent, Transition};
 
 /// Where a validated submission goes next.
 #[derive(Debug)]
@@ -251,7 +251,11 @@ impl Executions {
 
     /// A sandbox in the work's profile (warm when none is imposed and one waits): a script's
     /// language, or the container jobs run in.
-    async fn acquire(&self, work: &Work, id: Option<Uuid>) -> Result<Box<dyn Lease>, SandboxError> {
+    pub(super) async fn acquire(
+        &self,
+        work: &Work,
+        id: Option<Uuid>,
+    ) -> Result<Box<dyn Lease>, SandboxError> {
         let language = match work {
             Work::Script(s) if !s.has_workspace() => s.script.language,
             _ => JOB_LANGUAGE,
@@ -260,7 +264,7 @@ impl Executions {
     }
 
     /// The sandbox call, then the record of how it ended (from `running`, once).
-    async fn run(
+    pub(super) async fn run(
         &self,
         rec: &ExecutionRecord,
         lease: Box<dyn Lease>,
@@ -290,118 +294,6 @@ impl Executions {
             _ => self.store.get(rec.id).await?.ok_or(ExecError::NotFound),
         }
     }
-
-    pub(super) fn spawn_worker(self: &Arc<Self>, id: Uuid) {
-        let this = self.clone();
-        self.tasks.spawn(async move {
-            if let Err(e) = this.work(id).await {
-                tracing::error!(execution_id = %id, error = %e, "background execution failed");
-            }
-        });
-    }
-
-    /// Runs one queued execution: validates it again, waits for a slot and a sandbox (retrying
-    /// while the engine is away), then runs it.
-    async fn work(self: Arc<Self>, id: Uuid) -> Result<(), ExecError> {
-        let started = Instant::now();
-        let Some(rec) = self.queued(id).await? else {
-            return Ok(());
-        };
-        // The rules may have changed since it was accepted (a restart with other rules).
-        let checked = self.check(&rec.run).await;
-        let cleared = match checked.outcome {
-            Ok(cleared) => cleared,
-            Err(refusal) => {
-                let verdicts = (checked.verdict, checked.contents);
-                return Ok(self.reject_queued(id, verdicts, refusal, started).await?);
-            }
-        };
-        let Some((lease, _slot)) = self.slot_and_sandbox(&rec).await? else {
-            return Ok(());
-        };
-        let warm = lease.warm();
-        let t = self
-            .transition(id, &[Status::Queued], move |r| {
-                r.status = Status::Running;
-                vec![audit::run_started(r, warm)]
-            })
-            .await?;
-        if let Transition::Applied(rec) = t {
-            self.run(&rec, lease, cleared, started).await?;
-        }
-        Ok(())
-    }
-
-    /// The record, while it is still queued.
-    async fn queued(&self, id: Uuid) -> Result<Option<ExecutionRecord>, StoreError> {
-        Ok(self
-            .store
-            .get(id)
-            .await?
-            .filter(|r| r.status == Status::Queued))
-    }
-
-    /// Queued work that no longer passes: it ends as it would have at submission.
-    async fn reject_queued(
-        &self,
-        id: Uuid,
-        (verdict, contents): (Verdict, Vec<ContentVerdict>),
-        refusal: Refusal,
-        started: Instant,
-    ) -> Result<(), StoreError> {
-        self.transition(id, &[Status::Queued], move |r| {
-            r.verdict = verdict;
-            r.contents = contents;
-            let events = vec![audit::validation(r, &r.verdict)];
-            refused(r, refusal, started);
-            events
-        })
-        .await
-        .map(drop)
-    }
-
-    /// A run slot and a sandbox for queued work; `None` when it left the queue meanwhile, failed
-    /// to start (recorded), or the service is stopping.
-    async fn slot_and_sandbox(
-        &self,
-        rec: &ExecutionRecord,
-    ) -> Result<Option<(Box<dyn Lease>, Slot)>, StoreError> {
-        let id = rec.id;
-        while self.queued(id).await?.is_some() {
-            let slot = tokio::select! {
-                s = self.admission.admit_background() => s,
-                _ = self.shutdown.cancelled() => return Ok(None),
-            };
-            let Ok(slot) = slot else { return Ok(None) };
-            match self.acquire(&rec.run, Some(id)).await {
-                Ok(lease) => return Ok(Some((lease, slot))),
-                Err(e) if retryable(&e) => {
-                    // Accepted work is never dropped: retry until the engine is back (or shutdown).
-                    tracing::warn!(execution_id = %id, error = %e, "sandbox unavailable; the execution stays queued");
-                    drop(slot);
-                    tokio::select! {
-                        _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
-                        _ = self.shutdown.cancelled() => return Ok(None),
-                    }
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "sandbox failure");
-                    self.fail(id, &[Status::Queued], "failed", &e.to_string())
-                        .await?;
-                    return Ok(None);
-                }
-            }
-        }
-        Ok(None)
-    }
-}
-
-/// The engine or the runner image is away: worth retrying later, not a failure of this run.
-fn retryable(e: &SandboxError) -> bool {
-    matches!(
-        e,
-        SandboxError::EngineUnavailable(_) | SandboxError::ImageMissing(_)
-    )
 }
 
 /// The verdict of work whose validation could not complete: it does not run.
@@ -423,7 +315,7 @@ fn validator_failure(language: crate::domain::script::Language) -> Verdict {
 
 /// Ends a record refused before it ran: rejected by validation, or (a job) refused with its
 /// complete result.
-fn refused(rec: &mut ExecutionRecord, refusal: Refusal, started: Instant) {
+pub(super) fn refused(rec: &mut ExecutionRecord, refusal: Refusal, started: Instant) {
     match refusal {
         Refusal::Invalid => rejected(rec, started),
         Refusal::Refused { error, result } => {

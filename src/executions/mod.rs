@@ -28,6 +28,7 @@ mod jobs;
 mod lifecycle;
 mod outcome;
 mod programs;
+mod worker;
 
 pub(crate) use crate::domain::record::ApprovalMode;
 pub(crate) use admission::Refused;
