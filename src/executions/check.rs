@@ -275,11 +275,9 @@ mod tests {
     use crate::domain::script::Script;
     use crate::domain::work::WorkspaceFile;
     use crate::sandbox::job::StepStatus;
-    use crate::validate::ValidationConfig;
 
     fn validator() -> Validator {
-        let rules = crate::rules::RuleSet::embedded().expect("the built-in rules load");
-        Validator::new(rules, ValidationConfig::default())
+        Validator::builtin()
     }
 
     fn job(steps: Value) -> Work {
