@@ -122,6 +122,8 @@ impl App {
             },
             settings: config.execution.clone(),
             memory_mb: config.sandbox.limits.memory_mb,
+            job_maxima: config.sandbox.jobs.clone(),
+            output_bytes: config.sandbox.limits.output_bytes,
         })
         .await?;
         let mcp = config.mcp.enabled.then(|| http::mcp::HttpSettings {
@@ -218,6 +220,110 @@ pub async fn serve(
     app.shutdown().await;
     tracing::info!("scriptgate stopped");
     Ok(served?)
+}
+
+/// What `scriptgate job validate` says of a job: the checks the service makes before any
+/// container (the same code as `POST /v1/jobs`), without an engine.
+#[derive(Debug, serde::Serialize)]
+pub struct JobCheck {
+    pub job_id: uuid::Uuid,
+    /// Nothing refused it: it would run (after approval, where the deployment requires it).
+    pub valid: bool,
+    /// What validation found in the job's content.
+    pub validation: Vec<domain::content::ContentVerdict>,
+    /// The complete result a refused job answers with (its offending step failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<domain::record::JobResult>,
+    /// Unknown fields a newer 1.x job carried, ignored.
+    pub warnings: Vec<String>,
+}
+
+/// Why a job got no answer from the command line.
+#[derive(Debug, thiserror::Error)]
+pub enum JobCliError {
+    /// Not a well-formed job (`schema_error`): nothing else was checked.
+    #[error("schema_error: {0}")]
+    Malformed(String),
+    /// The engine, the image or the service could not run it.
+    #[error("{0}")]
+    NotRun(String),
+    #[error(transparent)]
+    Start(#[from] StartError),
+}
+
+/// `scriptgate job validate`: parse the job and make the service's checks.
+pub fn check_job(config: &Config, bytes: &[u8]) -> Result<JobCheck, JobCliError> {
+    let validator = validator(config).map_err(StartError::from)?;
+    let profiles = config
+        .sandbox
+        .resolved_profiles()
+        .map_err(StartError::Profiles)?;
+    let work =
+        http::jobs::intake(bytes, &profiles).map_err(|e| JobCliError::Malformed(e.to_string()))?;
+    let deps = executions::check::CheckDeps {
+        validator: &validator,
+        maxima: &config.sandbox.jobs,
+        output_bytes: config.sandbox.limits.output_bytes,
+    };
+    let checked = executions::check::check(deps, &work);
+    let job = work.job().expect("a job");
+    let warnings = sandbox::job::parse_value(&job.job)
+        .map(|j| j.warnings)
+        .unwrap_or_default();
+    let result = match checked.outcome {
+        Ok(_) => None,
+        Err(executions::check::Refusal::Refused { result, .. }) => result.map(|r| *r),
+        Err(executions::check::Refusal::Invalid) => None,
+    };
+    Ok(JobCheck {
+        job_id: job.job_id,
+        valid: result.is_none() && checked.verdict.valid,
+        validation: checked.contents,
+        result,
+        warnings,
+    })
+}
+
+/// Instance labels of `scriptgate job run` processes start with this.
+pub const JOB_CLI_INSTANCE_PREFIX: &str = "job-cli-";
+
+/// `scriptgate job run`: the job through the service's whole lifecycle (checks, record, audit)
+/// on the local engine, without HTTP; returns the answer `POST /v1/jobs` gives. The command line
+/// is its own operator: approval is not asked for. Every container is removed before it returns.
+pub async fn run_job_local(
+    mut config: Config,
+    bytes: &[u8],
+) -> Result<serde_json::Value, JobCliError> {
+    config.approval = ApprovalMode::Never;
+    config.sandbox.pool.size = 0;
+    if config.sandbox.instance == DockerConfig::default().instance {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        config.sandbox.instance = format!("{JOB_CLI_INSTANCE_PREFIX}{}", &id[..12]);
+    }
+    let validator = validator(&config).map_err(StartError::from)?;
+    let profiles = config
+        .sandbox
+        .resolved_profiles()
+        .map_err(StartError::Profiles)?;
+    let work =
+        http::jobs::intake(bytes, &profiles).map_err(|e| JobCliError::Malformed(e.to_string()))?;
+    let sandbox = Arc::new(
+        DockerSandbox::start(config.sandbox.clone())
+            .await
+            .map_err(StartError::from)?,
+    );
+    sandbox.reap_dead_owners(JOB_CLI_INSTANCE_PREFIX).await;
+    let app = App::with_runner(&config, validator, sandbox).await?;
+    let caller = Caller::local_agent("cli");
+    let submitted = app.executions.submit(&caller, work, true).await;
+    app.shutdown().await;
+    let rec = match submitted {
+        Ok(executions::Submitted::Finished(rec) | executions::Submitted::Accepted(rec)) => rec,
+        Err(e) => return Err(JobCliError::NotRun(e.to_string())),
+    };
+    let out = http::jobs::JobOut::of(&rec)
+        .ok_or_else(|| JobCliError::NotRun(format!("the job is {}", rec.status.as_str())))?;
+    serde_json::to_value(&out).map_err(|e| JobCliError::NotRun(e.to_string()))
 }
 
 /// Instance labels of stdio MCP servers start with this.

@@ -5,6 +5,7 @@
 
 /// Subcommands whose logic is longer than their clap definitions.
 mod cli {
+    pub(crate) mod job;
     pub(crate) mod policy;
 }
 
@@ -84,6 +85,14 @@ enum Command {
         #[command(subcommand)]
         command: cli::policy::PolicyCommand,
         /// TOML configuration file (its `policy` section); `SCRIPTGATE_*` variables override it.
+        #[arg(long, env = "SCRIPTGATE_CONFIG", global = true)]
+        config: Option<PathBuf>,
+    },
+    /// Jobs of the job protocol without a server: run one on the local engine, or check one.
+    Job {
+        #[command(subcommand)]
+        command: cli::job::JobCommand,
+        /// TOML configuration file; `SCRIPTGATE_*` variables override it.
         #[arg(long, env = "SCRIPTGATE_CONFIG", global = true)]
         config: Option<PathBuf>,
     },
@@ -266,6 +275,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => validate_files(language.map(Language::from), rules, max_chars, &files),
         Command::Rules { rules } => list_rules(rules),
         Command::Policy { command, config } => cli::policy::run(command, config.as_deref()),
+        Command::Job { command, config } => cli::job::run(command, config.as_deref()),
         Command::Openapi => {
             std::io::stdout()
                 .lock()

@@ -1,8 +1,13 @@
-//! Files that runs return (plots today, job artifacts later), kept on disk under the data
+//! Files that runs return (plots, job and workspace artifacts), kept on disk under the data
 //! directory by content: `artifacts/<sha256>`. A record lists `{path, sha256, size_bytes,
-//! mime_type}`; a download reads the blob back, checks it against its sha256, and a sweep removes
-//! blobs older than the retention period.
+//! mime_type}`; a download checks the blob against its sha256 before the first byte goes out, and a
+//! sweep removes blobs older than the retention period.
+//!
+//! Plots are capped here (`max_artifact_bytes`, `max_run_bytes`); job and workspace artifacts are
+//! capped where they are collected, by the jobs maxima (`sandbox.jobs.max_artifact_bytes`,
+//! `max_artifacts_total_bytes`), and streamed into the store without being held whole.
 
+use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -125,6 +130,71 @@ impl ArtifactStore {
         })
     }
 
+    /// Keeps a file read from `data` whose sha256 is known (a collected artifact): copied and
+    /// hashed on the way, kept only when the hash matches.
+    pub(crate) fn put_reader(
+        &self,
+        path: &str,
+        mime_type: &str,
+        sha256: &str,
+        data: &mut dyn Read,
+    ) -> Result<Artifact, ArtifactError> {
+        if !is_sha256(sha256) {
+            return Err(ArtifactError::Corrupt(sha256.to_string()));
+        }
+        let target = self.dir.join(sha256);
+        let size_bytes = if target.is_file() {
+            std::fs::File::options()
+                .append(true)
+                .open(&target)?
+                .set_modified(SystemTime::now())?;
+            std::fs::metadata(&target)?.len()
+        } else {
+            let tmp = self.dir.join(format!(".{sha256}.{}", uuid::Uuid::new_v4()));
+            let written = copy_hashed(data, &tmp);
+            match written {
+                Ok((size, hash)) if hash == sha256 => {
+                    std::fs::rename(&tmp, &target)?;
+                    size
+                }
+                other => {
+                    let _ = std::fs::remove_file(&tmp);
+                    other?;
+                    return Err(ArtifactError::Corrupt(sha256.to_string()));
+                }
+            }
+        };
+        Ok(Artifact {
+            path: path.to_string(),
+            sha256: sha256.to_string(),
+            size_bytes,
+            mime_type: mime_type.to_string(),
+        })
+    }
+
+    /// The blob with this sha256, checked against it, as a handle at its start and its size:
+    /// for streaming a large file out without holding it.
+    pub(crate) fn open_blob(&self, sha256: &str) -> Result<(std::fs::File, u64), ArtifactError> {
+        if !is_sha256(sha256) {
+            return Err(ArtifactError::NotFound);
+        }
+        let mut file = match std::fs::File::open(self.dir.join(sha256)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ArtifactError::NotFound);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        // Blobs are renamed into place whole and never rewritten, so what is checked on this
+        // handle is what it then reads.
+        let (size, hash) = hash_all(&mut file)?;
+        if hash != sha256 {
+            return Err(ArtifactError::Corrupt(sha256.to_string()));
+        }
+        file.rewind()?;
+        Ok((file, size))
+    }
+
     /// The blob with this sha256, checked against it.
     pub(crate) fn get(&self, sha256: &str) -> Result<Vec<u8>, ArtifactError> {
         if !is_sha256(sha256) {
@@ -183,6 +253,35 @@ impl ArtifactStore {
     }
 }
 
+/// Copies `data` into a new file at `to`; returns its size and sha256.
+fn copy_hashed(data: &mut dyn Read, to: &Path) -> std::io::Result<(u64, String)> {
+    use std::io::Write as _;
+    let mut out = std::fs::File::create(to)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 << 10];
+    let mut size = 0u64;
+    loop {
+        let n = match data.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        out.write_all(&buf[..n])?;
+        size += n as u64;
+    }
+    out.sync_data()?;
+    Ok((size, hex::encode(hasher.finalize())))
+}
+
+/// The size and sha256 of what `file` holds from where it is.
+fn hash_all(file: &mut std::fs::File) -> std::io::Result<(u64, String)> {
+    let mut hasher = Sha256::new();
+    let size = std::io::copy(file, &mut hasher)?;
+    Ok((size, hex::encode(hasher.finalize())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +309,36 @@ mod tests {
             s.get(&"0".repeat(64)),
             Err(ArtifactError::NotFound)
         ));
+    }
+
+    #[test]
+    fn streamed_files_are_kept_only_when_their_hash_matches() {
+        let (_d, s) = store(ArtifactSettings::default());
+        let data = vec![7u8; 700_000];
+        let sha = hex::encode(Sha256::digest(&data));
+        let a = s
+            .put_reader(
+                "/workspace/big.bin",
+                "application/octet-stream",
+                &sha,
+                &mut &data[..],
+            )
+            .expect("kept");
+        assert_eq!((a.size_bytes, a.sha256.as_str()), (700_000, sha.as_str()));
+        let (mut file, size) = s.open_blob(&sha).expect("opens");
+        let mut back = Vec::new();
+        file.read_to_end(&mut back).expect("read");
+        assert_eq!((size, back), (700_000, data));
+        let wrong = "1".repeat(64);
+        assert!(matches!(
+            s.put_reader("/x", "text/plain", &wrong, &mut &b"abc"[..]),
+            Err(ArtifactError::Corrupt(_))
+        ));
+        assert!(matches!(s.open_blob(&wrong), Err(ArtifactError::NotFound)));
+        let leftovers = std::fs::read_dir(&s.dir).expect("dir").count();
+        assert_eq!(leftovers, 1, "no temporary file is left behind");
+        std::fs::write(s.dir.join(&sha), b"tampered").expect("write");
+        assert!(matches!(s.open_blob(&sha), Err(ArtifactError::Corrupt(_))));
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! Plain data every layer shares: the script and its language, what an execution runs, the verdict
-//! and its findings, the execution record with its status and outcome kinds. No I/O and no imports
-//! from any other module of the crate.
+//! Plain data every layer shares: the script and its language, what an execution runs (a script or
+//! a job), the verdict and its findings (and those on a run's other content), the execution record
+//! with its status and outcome kinds. No I/O and no imports from any other module of the crate
+//! (the job protocol's result type comes from `scriptgate_supervisor::job`, plain data too).
 
+pub mod content;
 pub mod record;
 pub mod script;
 pub mod verdict;

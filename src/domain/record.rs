@@ -4,8 +4,12 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::domain::content::ContentVerdict;
 use crate::domain::verdict::Verdict;
-use crate::domain::work::ScriptRun;
+use crate::domain::work::Work;
+
+/// A job's result as the job protocol writes it (shared with the agent in the container).
+pub type JobResult = scriptgate_supervisor::job::JobResult;
 
 #[derive(
     Debug,
@@ -76,7 +80,7 @@ pub struct StageMs {
 }
 
 /// What the sandbox reported.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -99,6 +103,24 @@ pub struct RunResult {
     /// The image and supervisor that ran it.
     #[serde(default)]
     pub provenance: Provenance,
+    /// Artifact globs or files that could not be returned, and why (a workspace run's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifact_errors: Vec<ArtifactIssue>,
+    /// A job's complete result, as the job protocol writes it (absent for scripts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<Box<JobResult>>,
+}
+
+/// An artifact (or a glob) that was not returned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ArtifactIssue {
+    /// The file, or the glob when it failed as a whole.
+    pub path: String,
+    /// The job protocol's error type (`policy_violation` for a symlink or a directory,
+    /// `resource_limit_exceeded` over a maximum, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub message: String,
 }
 
 /// What the container used, as the engine's cgroup accounting reports it.
@@ -130,7 +152,7 @@ pub struct Provenance {
     pub supervisor_version: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecutionRecord {
     pub id: Uuid,
     /// The agent (token name) that submitted it.
@@ -138,13 +160,19 @@ pub struct ExecutionRecord {
     pub status: Status,
     /// What it runs, as submitted (its fields sit at the top level of the stored JSON).
     #[serde(flatten)]
-    pub run: ScriptRun,
+    pub run: Work,
     pub script_sha256: String,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
+    /// The verdict that decided whether it runs: the script's, merged with those of the other
+    /// content it carries (`contents`).
     pub verdict: Verdict,
+    /// Verdicts on the content beyond the script: a job's files, programs, diffs and arguments,
+    /// or a script run's workspace files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contents: Vec<ContentVerdict>,
     pub result: Option<RunResult>,
     pub error: Option<ExecutionError>,
     pub approval: Option<Approval>,
@@ -157,6 +185,11 @@ pub struct ExecutionRecord {
 impl ExecutionRecord {
     pub fn success(&self) -> bool {
         self.status == Status::Completed && self.error.is_none()
+    }
+
+    /// The job's id, when it runs a job.
+    pub fn job_id(&self) -> Option<Uuid> {
+        self.run.job().map(|j| j.job_id)
     }
 }
 
@@ -205,6 +238,11 @@ pub enum ErrorKind {
     Denied,
     /// Nobody decided within the approval timeout.
     ApprovalTimeout,
+    /// A job broke one of its own constraints or the deployment's (a path outside
+    /// `allowed_paths`, a command not allowed, a symlink, an overwrite).
+    PolicyViolation,
+    /// A job that is no longer a well-formed job of a protocol version this service speaks.
+    SchemaError,
 }
 
 impl ErrorKind {

@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::domain::record::{ApprovalMode, Decision, ErrorKind, ExecutionRecord, Status};
 use crate::domain::script::Language;
 use crate::domain::verdict::{Layer, Severity, Verdict};
+use crate::domain::work::Work;
 use crate::store::AuditEvent;
 
 /// The actor recorded for the service's own events.
@@ -27,18 +28,52 @@ struct Request {
     timeout_secs: u64,
     script_chars: usize,
     stdin_bytes: usize,
+    #[serde(skip_serializing_if = "is_zero")]
+    files: usize,
+    #[serde(skip_serializing_if = "is_zero")]
+    artifact_globs: usize,
 }
 
-/// What the caller asked for (sizes only: the script itself is in the record, or withheld).
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+#[derive(Serialize)]
+struct JobRequest<'a> {
+    job_id: uuid::Uuid,
+    profile: &'a str,
+    timeout_secs: u64,
+    steps: usize,
+    job_bytes: usize,
+}
+
+/// What the caller asked for (sizes only: the script or job itself is in the record, or
+/// withheld).
 pub(super) fn request(rec: &ExecutionRecord, caller: &str) -> AuditEvent {
-    let run = &rec.run;
-    let request = Request {
-        language: run.script.language,
-        timeout_secs: run.timeout_secs,
-        script_chars: run.script.text.chars().count(),
-        stdin_bytes: run.stdin.len(),
-    };
-    entry(rec, caller, "request", request)
+    match &rec.run {
+        Work::Script(run) => {
+            let request = Request {
+                language: run.script.language,
+                timeout_secs: run.timeout_secs,
+                script_chars: run.script.text.chars().count(),
+                stdin_bytes: run.stdin.len(),
+                files: run.files.len(),
+                artifact_globs: run.artifacts.len(),
+            };
+            entry(rec, caller, "request", request)
+        }
+        Work::Job(job) => {
+            let steps = job.job.get("steps").and_then(|s| s.as_array());
+            let request = JobRequest {
+                job_id: job.job_id,
+                profile: &job.profile,
+                timeout_secs: job.timeout_secs,
+                steps: steps.map_or(0, Vec::len),
+                job_bytes: job.job.to_string().len(),
+            };
+            entry(rec, caller, "job_request", request)
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -188,12 +223,12 @@ mod tests {
             id: uuid::Uuid::nil(),
             agent: "bot".into(),
             status: Status::Completed,
-            run: ScriptRun::new(
+            run: Work::Script(ScriptRun::new(
                 Script::new(Language::Python, "print('é')"),
                 "in".into(),
                 std::time::Duration::from_secs(9),
                 "minimal".into(),
-            ),
+            )),
             script_sha256: "abc".into(),
             created_at: now,
             updated_at: now,
@@ -210,6 +245,7 @@ mod tests {
                     column: 3,
                 }],
             },
+            contents: Vec::new(),
             result: Some(RunResult {
                 exit_code: Some(0),
                 usage: ResourceUsage {

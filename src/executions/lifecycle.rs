@@ -1,7 +1,9 @@
 //! The steps every run goes through: validate, decide where it goes next, admit, acquire a
-//! sandbox, run, record. `submit` takes a new submission through them; `work` takes queued work
-//! (approved, accepted without waiting, or left by a previous process) through them again from
-//! validation on, under the rules of this process.
+//! sandbox, run, record. `submit` takes a new submission through them; `work` (`worker.rs`) takes
+//! queued work (approved, accepted without waiting, or left by a previous process) through them
+//! again from validation on, under the rules of this process. Each kind of work (a script, a script with a
+//! workspace, a job) has its own arm in the validate step (`check.rs`) and in the sandbox call
+//! (`run`); everything else is shared.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,37 +11,40 @@ use std::time::Instant;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::admission::Slot;
+use super::check::{self, CheckDeps, Checked, Cleared, Refusal};
 use super::outcome::{Ended, ms};
+use super::worker::retryable;
 use super::{ExecError, Executions, Submitted, audit};
 use crate::auth::Caller;
+use crate::domain::content::ContentVerdict;
 use crate::domain::record::{
-    ErrorKind, ExecutionError, ExecutionRecord, StageMs, Status, sha256_hex,
+    ErrorKind, ExecutionError, ExecutionRecord, RunResult, StageMs, Status, sha256_hex,
 };
 use crate::domain::script::Script;
 use crate::domain::verdict::{Finding, Layer, Severity, Verdict};
-use crate::domain::work::ScriptRun;
-use crate::sandbox::{Lease, RunSpec, SandboxError};
-use crate::store::{AuditEvent, StoreError, Transition};
+use crate::domain::work::Work;
+use crate::sandbox::{JOB_LANGUAGE, Lease, SandboxError};
+use crate::store::{AuditEvent, Transition};
 
 /// Where a validated submission goes next.
 #[derive(Debug)]
 enum Next {
-    /// Validation rejected it: it ends here.
-    Reject,
+    /// Refused before it ran (validation, or a job's constraints): it ends here.
+    Reject(Refusal),
     /// An operator decides first.
     Hold,
     /// A worker runs it; the caller reads the result later.
     Queue,
     /// It runs within the call.
-    Run(RunSpec),
+    Run(Cleared),
 }
 
-/// A submission with its verdict, before it has a record.
+/// A submission with its verdicts, before it has a record.
 struct Intake<'a> {
     caller: &'a Caller,
-    work: ScriptRun,
+    work: Work,
     verdict: Verdict,
+    contents: Vec<ContentVerdict>,
     started: Instant,
     validate_ms: u64,
 }
@@ -52,10 +57,11 @@ impl Intake<'_> {
             agent: self.caller.name.clone(),
             status,
             run: self.work.clone(),
-            script_sha256: sha256_hex(&self.work.script.text),
+            script_sha256: sha256_hex(&self.work.text()),
             created_at: now,
             updated_at: now,
             verdict: self.verdict.clone(),
+            contents: self.contents.clone(),
             result: None,
             error: None,
             approval: None,
@@ -86,67 +92,99 @@ impl Executions {
             .unwrap_or_else(|e| {
                 // A panic in validation must not take the request down: fail closed.
                 tracing::error!(error = %e, "validation task failed");
-                Verdict {
-                    language,
-                    valid: false,
-                    layer: Some(Layer::Syntax),
-                    findings: vec![Finding {
-                        layer: Layer::Syntax,
-                        rule: "validator-failure".into(),
-                        severity: Severity::Block,
-                        message: "the script could not be validated".into(),
-                        line: 1,
-                        column: 1,
-                    }],
-                }
+                validator_failure(language)
             });
         crate::metrics::validated(&verdict);
         verdict
     }
 
+    /// The validate step (`check.rs`): CPU work of up to a few milliseconds per program, on the
+    /// blocking pool.
+    pub(super) async fn check(&self, work: &Work) -> Checked {
+        let validator = self.validator.clone();
+        let maxima = self.job_maxima.clone();
+        let output_bytes = self.output_bytes;
+        let owned = work.clone();
+        tokio::task::spawn_blocking(move || {
+            let deps = CheckDeps {
+                validator: &validator,
+                maxima: &maxima,
+                output_bytes,
+            };
+            check::check(deps, &owned)
+        })
+        .await
+        .unwrap_or_else(|e| {
+            // A panic in validation must not take the request down: fail closed.
+            tracing::error!(error = %e, "validation task failed");
+            let language = work.script().map_or(JOB_LANGUAGE, |s| s.script.language);
+            Checked {
+                verdict: validator_failure(language),
+                contents: Vec::new(),
+                outcome: Err(Refusal::Invalid),
+            }
+        })
+    }
+
     /// Validates and, unless it must wait (approval, or `wait_for_result` is false), runs the
-    /// script within the call.
+    /// work within the call. A job whose `job_id` is taken is refused before anything else.
     pub(crate) async fn submit(
         self: &Arc<Self>,
         caller: &Caller,
-        work: ScriptRun,
+        work: Work,
         wait_for_result: bool,
     ) -> Result<Submitted, ExecError> {
         let started = Instant::now();
-        let verdict = self.validate(work.script.clone()).await;
+        if let Some(job) = work.job()
+            && self.store.by_job(job.job_id).await?.is_some()
+        {
+            return Err(ExecError::DuplicateJob(job.job_id));
+        }
+        let Checked {
+            verdict,
+            contents,
+            outcome,
+        } = self.check(&work).await;
         let intake = Intake {
             caller,
             work,
             verdict,
+            contents,
             started,
             validate_ms: ms(started.elapsed()),
         };
-        match self.next(&intake, wait_for_result) {
-            Next::Reject => self.reject(intake).await,
+        match self.next(&intake, outcome, wait_for_result) {
+            Next::Reject(refusal) => self.reject(intake, refusal).await,
             Next::Hold => self.hold(intake).await,
             Next::Queue => self.enqueue(intake).await,
-            Next::Run(spec) => self.run_now(intake, spec).await,
+            Next::Run(cleared) => self.run_now(intake, cleared).await,
         }
     }
 
-    /// Only a passing verdict yields the run; the approval policy and the caller decide when.
-    fn next(&self, intake: &Intake<'_>, wait_for_result: bool) -> Next {
-        let Ok(spec) = RunSpec::cleared(&intake.work, &intake.verdict) else {
-            return Next::Reject;
+    /// Only cleared work runs; the approval policy and the caller decide when.
+    fn next(
+        &self,
+        intake: &Intake<'_>,
+        outcome: Result<Cleared, Refusal>,
+        wait_for_result: bool,
+    ) -> Next {
+        let cleared = match outcome {
+            Ok(cleared) => cleared,
+            Err(refusal) => return Next::Reject(refusal),
         };
         if self.policy.requires(&intake.verdict) {
             Next::Hold
         } else if wait_for_result {
-            Next::Run(spec)
+            Next::Run(cleared)
         } else {
             Next::Queue
         }
     }
 
-    async fn reject(&self, intake: Intake<'_>) -> Result<Submitted, ExecError> {
+    async fn reject(&self, intake: Intake<'_>, refusal: Refusal) -> Result<Submitted, ExecError> {
         let mut rec = intake.record(Uuid::new_v4(), Status::Completed);
         let events = intake.events(&rec);
-        rejected(&mut rec, intake.started);
+        refused(&mut rec, refusal, intake.started);
         self.create(&rec, events).await?;
         Ok(Submitted::Finished(rec))
     }
@@ -171,7 +209,7 @@ impl Executions {
     async fn run_now(
         self: &Arc<Self>,
         intake: Intake<'_>,
-        spec: RunSpec,
+        cleared: Cleared,
     ) -> Result<Submitted, ExecError> {
         let waited = Instant::now();
         let _slot = self.admission.admit().await?;
@@ -189,7 +227,7 @@ impl Executions {
         // If the caller goes away mid-run, the lease (and its container) is dropped with this
         // future; the guard then records the execution as failed.
         let guard = Interrupted::new(self, rec.id);
-        let rec = self.run(&rec, lease, spec, intake.started).await?;
+        let rec = self.run(&rec, lease, cleared, intake.started).await?;
         guard.disarm();
         Ok(Submitted::Finished(rec))
     }
@@ -211,28 +249,39 @@ impl Executions {
         Ok(Submitted::Finished(rec))
     }
 
-    /// A sandbox in the work's profile (warm when none is imposed and one waits).
-    async fn acquire(
+    /// A sandbox in the work's profile (warm when none is imposed and one waits): a script's
+    /// language, or the container jobs run in.
+    pub(super) async fn acquire(
         &self,
-        work: &ScriptRun,
+        work: &Work,
         id: Option<Uuid>,
     ) -> Result<Box<dyn Lease>, SandboxError> {
-        self.runner
-            .acquire_in(&work.profile, work.script.language, id)
-            .await
+        let language = match work {
+            Work::Script(s) if !s.has_workspace() => s.script.language,
+            _ => JOB_LANGUAGE,
+        };
+        self.runner.acquire_in(work.profile(), language, id).await
     }
 
     /// The sandbox call, then the record of how it ended (from `running`, once).
-    async fn run(
+    pub(super) async fn run(
         &self,
         rec: &ExecutionRecord,
         lease: Box<dyn Lease>,
-        spec: RunSpec,
+        cleared: Cleared,
         started: Instant,
     ) -> Result<ExecutionRecord, ExecError> {
-        let outcome = lease.run(spec).await;
-        let timeout = rec.run.timeout();
-        let ended = Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started);
+        let timeout = std::time::Duration::from_secs(rec.run.timeout_secs());
+        let ended = match cleared {
+            Cleared::Script(spec) => {
+                let outcome = lease.run(spec).await;
+                Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started)
+            }
+            Cleared::Job(job) => {
+                let outcome = lease.run_job(*job).await;
+                self.ended_job(&rec.run, outcome, started).await
+            }
+        };
         let t = self
             .transition(rec.id, &[Status::Running], move |r| {
                 ended.apply(r);
@@ -245,132 +294,65 @@ impl Executions {
             _ => self.store.get(rec.id).await?.ok_or(ExecError::NotFound),
         }
     }
+}
 
-    pub(super) fn spawn_worker(self: &Arc<Self>, id: Uuid) {
-        let this = self.clone();
-        self.tasks.spawn(async move {
-            if let Err(e) = this.work(id).await {
-                tracing::error!(execution_id = %id, error = %e, "background execution failed");
-            }
-        });
-    }
-
-    /// Runs one queued execution: validates it again, waits for a slot and a sandbox (retrying
-    /// while the engine is away), then runs it.
-    async fn work(self: Arc<Self>, id: Uuid) -> Result<(), ExecError> {
-        let started = Instant::now();
-        let Some(rec) = self.queued(id).await? else {
-            return Ok(());
-        };
-        // The rules may have changed since it was accepted (a restart with other rules).
-        let verdict = self.validate(rec.run.script.clone()).await;
-        let Ok(spec) = RunSpec::cleared(&rec.run, &verdict) else {
-            return Ok(self.reject_queued(id, verdict, started).await?);
-        };
-        let Some((lease, _slot)) = self.slot_and_sandbox(&rec).await? else {
-            return Ok(());
-        };
-        let warm = lease.warm();
-        let t = self
-            .transition(id, &[Status::Queued], move |r| {
-                r.status = Status::Running;
-                vec![audit::run_started(r, warm)]
-            })
-            .await?;
-        if let Transition::Applied(rec) = t {
-            self.run(&rec, lease, spec, started).await?;
-        }
-        Ok(())
-    }
-
-    /// The record, while it is still queued.
-    async fn queued(&self, id: Uuid) -> Result<Option<ExecutionRecord>, StoreError> {
-        Ok(self
-            .store
-            .get(id)
-            .await?
-            .filter(|r| r.status == Status::Queued))
-    }
-
-    /// Queued work whose script no longer passes: it ends as a validation failure.
-    async fn reject_queued(
-        &self,
-        id: Uuid,
-        verdict: Verdict,
-        started: Instant,
-    ) -> Result<(), StoreError> {
-        self.transition(id, &[Status::Queued], move |r| {
-            r.verdict = verdict;
-            let events = vec![audit::validation(r, &r.verdict)];
-            rejected(r, started);
-            events
-        })
-        .await
-        .map(drop)
-    }
-
-    /// A run slot and a sandbox for queued work; `None` when it left the queue meanwhile, failed
-    /// to start (recorded), or the service is stopping.
-    async fn slot_and_sandbox(
-        &self,
-        rec: &ExecutionRecord,
-    ) -> Result<Option<(Box<dyn Lease>, Slot)>, StoreError> {
-        let id = rec.id;
-        while self.queued(id).await?.is_some() {
-            let slot = tokio::select! {
-                s = self.admission.admit_background() => s,
-                _ = self.shutdown.cancelled() => return Ok(None),
-            };
-            let Ok(slot) = slot else { return Ok(None) };
-            match self.acquire(&rec.run, Some(id)).await {
-                Ok(lease) => return Ok(Some((lease, slot))),
-                Err(e) if retryable(&e) => {
-                    // Accepted work is never dropped: retry until the engine is back (or shutdown).
-                    tracing::warn!(execution_id = %id, error = %e, "sandbox unavailable; the execution stays queued");
-                    drop(slot);
-                    tokio::select! {
-                        _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
-                        _ = self.shutdown.cancelled() => return Ok(None),
-                    }
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "sandbox failure");
-                    self.fail(id, &[Status::Queued], "failed", &e.to_string())
-                        .await?;
-                    return Ok(None);
-                }
-            }
-        }
-        Ok(None)
+/// The verdict of work whose validation could not complete: it does not run.
+fn validator_failure(language: crate::domain::script::Language) -> Verdict {
+    Verdict {
+        language,
+        valid: false,
+        layer: Some(Layer::Syntax),
+        findings: vec![Finding {
+            layer: Layer::Syntax,
+            rule: "validator-failure".into(),
+            severity: Severity::Block,
+            message: "the script could not be validated".into(),
+            line: 1,
+            column: 1,
+        }],
     }
 }
 
-/// The engine or the runner image is away: worth retrying later, not a failure of this run.
-fn retryable(e: &SandboxError) -> bool {
-    matches!(
-        e,
-        SandboxError::EngineUnavailable(_) | SandboxError::ImageMissing(_)
-    )
+/// Ends a record refused before it ran: rejected by validation, or (a job) refused with its
+/// complete result.
+pub(super) fn refused(rec: &mut ExecutionRecord, refusal: Refusal, started: Instant) {
+    match refusal {
+        Refusal::Invalid => rejected(rec, started),
+        Refusal::Refused { error, result } => {
+            rec.status = Status::Completed;
+            rec.error = Some(error);
+            rec.result = result.map(|job| RunResult {
+                job: Some(job),
+                ..RunResult::default()
+            });
+            withhold_secrets(rec);
+            rec.duration_ms = ms(started.elapsed());
+        }
+    }
 }
 
-/// Ends a record as rejected by validation. A script with a secret is never at rest in clear:
-/// the record keeps its hash and the redacted findings only.
+/// Ends a record as rejected by validation.
 fn rejected(rec: &mut ExecutionRecord, started: Instant) {
     rec.status = Status::Completed;
     rec.error = Some(ExecutionError::new(
         ErrorKind::ValidationFailed,
         rec.verdict.summary(),
     ));
+    withhold_secrets(rec);
+    rec.duration_ms = ms(started.elapsed());
+}
+
+/// Work with a secret is never at rest in clear: the record keeps its hash and the redacted
+/// findings only.
+fn withhold_secrets(rec: &mut ExecutionRecord) {
     if rec
         .verdict
         .findings
         .iter()
         .any(|f| f.layer == Layer::Secrets)
     {
-        rec.run.script.text = "[withheld: the script contains a secret]".into();
-        rec.run.stdin = String::new();
+        rec.run.withhold();
     }
-    rec.duration_ms = ms(started.elapsed());
 }
 
 /// Marks a synchronous run as failed if its request is dropped (the client went away) before the
@@ -415,6 +397,7 @@ impl Drop for Interrupted {
 mod tests {
     use super::*;
     use crate::domain::script::Language;
+    use crate::domain::work::ScriptRun;
 
     #[test]
     fn a_rejected_secret_is_withheld_and_the_error_says_why() {
@@ -431,12 +414,12 @@ mod tests {
             id: Uuid::nil(),
             agent: "bot".into(),
             status: Status::Queued,
-            run: ScriptRun::new(
+            run: Work::Script(ScriptRun::new(
                 Script::new(Language::Python, "token = 'ghp_x'"),
                 "stdin".into(),
                 std::time::Duration::from_secs(1),
                 "minimal".into(),
-            ),
+            )),
             script_sha256: "h".into(),
             created_at: now,
             updated_at: now,
@@ -446,6 +429,7 @@ mod tests {
                 layer: Some(Layer::Secrets),
                 findings: vec![finding],
             },
+            contents: Vec::new(),
             result: None,
             error: None,
             approval: None,
@@ -458,7 +442,8 @@ mod tests {
             rec.error.as_ref().map(|e| e.kind),
             Some(ErrorKind::ValidationFailed)
         );
-        assert!(!rec.run.script.text.contains("ghp_"));
-        assert!(rec.run.stdin.is_empty());
+        let run = rec.run.script().expect("a script");
+        assert!(!run.script.text.contains("ghp_"));
+        assert!(run.stdin.is_empty());
     }
 }

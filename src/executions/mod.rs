@@ -22,12 +22,18 @@
 mod admission;
 mod approvals;
 mod audit;
+pub(crate) mod check;
+mod content;
+mod jobs;
 mod lifecycle;
 mod outcome;
+mod programs;
+mod worker;
 
 pub(crate) use crate::domain::record::ApprovalMode;
 pub(crate) use admission::Refused;
 pub(crate) use approvals::ApprovalPolicy;
+pub(crate) use jobs::job_result;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -42,6 +48,7 @@ use crate::artifacts::{ArtifactError, ArtifactStore};
 use crate::auth::{Caller, Role};
 use crate::config::ExecutionSettings;
 use crate::domain::record::{ErrorKind, ExecutionError, ExecutionRecord, Status};
+use crate::sandbox::job::Maxima;
 use crate::sandbox::{ProfileStatus, Readiness, Runner, SandboxError, SandboxStats};
 use crate::store::{AuditEvent, Store, StoreError, Transition};
 use crate::validate::Validator;
@@ -68,8 +75,21 @@ pub(crate) enum ExecError {
     NotFound,
     #[error("the execution is {} and cannot be decided", .0.as_str())]
     Conflict(Status),
+    /// A job with this `job_id` exists already.
+    #[error("job_id {0} is already used by another job")]
+    DuplicateJob(Uuid),
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for ExecError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            // The store's unique index caught two jobs with one id racing each other.
+            StoreError::DuplicateJob(job) => ExecError::DuplicateJob(job),
+            other => ExecError::Store(other),
+        }
+    }
 }
 
 /// What the executions service runs on.
@@ -83,6 +103,10 @@ pub(crate) struct Deps {
     pub settings: ExecutionSettings,
     /// The sandbox's memory limit, named in the error of a run it killed.
     pub memory_mb: u64,
+    /// The deployment's maxima for jobs (`sandbox.jobs`).
+    pub job_maxima: Maxima,
+    /// Bytes of stdout and of stderr a run keeps (`sandbox.limits.output_bytes`).
+    pub output_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -92,6 +116,8 @@ pub(crate) struct Executions {
     admission: Admission,
     settings: ExecutionSettings,
     memory_mb: u64,
+    job_maxima: Maxima,
+    output_bytes: u64,
     store: Store,
     policy: ApprovalPolicy,
     artifacts: ArtifactStore,
@@ -106,7 +132,8 @@ fn finished(rec: &ExecutionRecord) {
     tracing::info!(
         execution_id = %rec.id,
         agent = %rec.agent,
-        language = rec.run.script.language.as_str(),
+        language = rec.run.kind(),
+        job_id = rec.job_id().map(tracing::field::display),
         status = rec.status.as_str(),
         error = rec.error.as_ref().map(|e| e.kind.as_str()),
         exit_code = rec.result.as_ref().and_then(|r| r.exit_code),
@@ -126,6 +153,8 @@ impl Executions {
             runner: deps.runner,
             settings: deps.settings,
             memory_mb: deps.memory_mb,
+            job_maxima: deps.job_maxima,
+            output_bytes: deps.output_bytes,
             store: deps.store,
             policy: deps.policy,
             artifacts: deps.artifacts,
@@ -162,6 +191,11 @@ impl Executions {
     /// The limits requests are checked against.
     pub(crate) fn settings(&self) -> &ExecutionSettings {
         &self.settings
+    }
+
+    /// The deployment's maxima jobs are checked against.
+    pub(crate) fn job_maxima(&self) -> &Maxima {
+        &self.job_maxima
     }
 
     pub(crate) fn policy(&self) -> ApprovalPolicy {
@@ -254,6 +288,16 @@ impl Executions {
         let store = self.artifacts.clone();
         let sha256 = sha256.to_string();
         tokio::task::spawn_blocking(move || store.get(&sha256)).await?
+    }
+
+    /// A file a run returned, checked against its sha256, as a handle to stream and its size.
+    pub(crate) async fn artifact_file(
+        &self,
+        sha256: &str,
+    ) -> Result<(std::fs::File, u64), ArtifactError> {
+        let store = self.artifacts.clone();
+        let sha256 = sha256.to_string();
+        tokio::task::spawn_blocking(move || store.open_blob(&sha256)).await?
     }
 
     /// Whether the sandbox can take runs now.

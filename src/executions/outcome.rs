@@ -1,15 +1,21 @@
 //! What a run became: the sandbox's outcome, classified into a typed error and kept as the
-//! record's result, built once and written into the record as one change.
+//! record's result, built once and written into the record as one change. A job keeps its
+//! protocol result whole; a script run with a workspace (a job underneath) reads as a script's.
 
 use std::time::{Duration, Instant};
 
 use time::OffsetDateTime;
 
-use crate::artifacts::ArtifactStore;
+use super::check::error_kind;
+use crate::artifacts::{Artifact, ArtifactStore};
 use crate::domain::record::{
-    ErrorKind, ExecutionError, ExecutionRecord, ResourceUsage, RunResult, Status,
+    ArtifactIssue, ErrorKind, ExecutionError, ExecutionRecord, ResourceUsage, RunResult, Status,
 };
-use crate::sandbox::{RunOutcome, Timings};
+use crate::sandbox::job::{ArtifactEntry, ErrorType, JobError, StepOutput, StepResult};
+use crate::sandbox::{ArtifactFile, CappedText, JobOutcome, RunOutcome, Timings, Usage};
+
+/// The id of a workspace run's step that runs the script (`check::workspace_job`).
+const RUN_STEP: &str = "run";
 
 /// The end of a run, ready to be written into its record.
 #[derive(Debug)]
@@ -25,19 +31,30 @@ impl Ended {
     /// `o` classified against the run's `timeout` and the sandbox's memory limit, its files kept in
     /// `artifacts`; `started` is when processing began (the duration counts from there).
     pub(super) fn of(
-        o: RunOutcome,
+        mut o: RunOutcome,
         timeout: Duration,
         memory_mb: u64,
         artifacts: &ArtifactStore,
         started: Instant,
     ) -> Ended {
+        let files: Vec<(String, Vec<u8>)> = std::mem::take(&mut o.files)
+            .into_iter()
+            .map(|f| (f.path, f.data))
+            .collect();
+        let (kept, dropped) = artifacts.put_all(&files);
+        let mut ended = Ended::classified(o, timeout, memory_mb, started);
+        ended.result.artifacts = kept;
+        ended.result.artifacts_dropped += dropped;
+        ended
+    }
+
+    /// `o` classified, without its files.
+    fn classified(o: RunOutcome, timeout: Duration, memory_mb: u64, started: Instant) -> Ended {
         let error = classify(&o, timeout, memory_mb);
         let status = match &error {
             Some(e) if e.kind == ErrorKind::InternalError => Status::Failed,
             _ => Status::Completed,
         };
-        let files: Vec<(String, Vec<u8>)> = o.files.into_iter().map(|f| (f.path, f.data)).collect();
-        let (kept, dropped) = artifacts.put_all(&files);
         let result = RunResult {
             exit_code: o.exit_code,
             signal: o.signal,
@@ -53,9 +70,11 @@ impl Ended {
             },
             warm: o.warm,
             container_id: o.container_id,
-            artifacts: kept,
-            artifacts_dropped: dropped + o.files_dropped,
+            artifacts: Vec::new(),
+            artifacts_dropped: o.files_dropped,
             provenance: o.provenance,
+            artifact_errors: Vec::new(),
+            job: None,
         };
         Ended {
             status,
@@ -64,6 +83,82 @@ impl Ended {
             timings: o.timings,
             duration_ms: ms(started.elapsed()),
         }
+    }
+
+    /// A job's outcome: its result kept whole, its files already kept (`kept`).
+    pub(super) fn of_job(o: JobOutcome, kept: Kept, started: Instant) -> Ended {
+        let mut result = o.result;
+        result.artifacts = kept.entries;
+        let error = result
+            .error
+            .as_ref()
+            .map(|e| ExecutionError::new(error_kind(e.kind), e.message.clone()));
+        let status = match &error {
+            Some(e) if e.kind == ErrorKind::InternalError => Status::Failed,
+            _ => Status::Completed,
+        };
+        if let Some(reason) = &o.crashed {
+            tracing::warn!(execution_id = %o.execution_id, %reason, "job sandbox ended without the agent's report");
+        }
+        let usage = ResourceUsage {
+            cpu_time_ms: result.resource_usage.cpu_time_ms,
+            max_memory_bytes: result.resource_usage.max_rss_bytes,
+        };
+        let run = RunResult {
+            timed_out: result.status == crate::sandbox::job::JobStatus::Timeout,
+            oom_killed: o.oom_killed,
+            usage,
+            warm: o.warm,
+            container_id: o.container_id,
+            artifacts: kept.artifacts,
+            artifact_errors: kept.issues,
+            provenance: o.provenance,
+            job: Some(Box::new(result)),
+            ..RunResult::default()
+        };
+        Ended {
+            status,
+            error,
+            result: run,
+            timings: o.timings,
+            duration_ms: ms(started.elapsed()),
+        }
+    }
+
+    /// A script run with a workspace: the job underneath read back as the script's run (its
+    /// `run` step's exit status and output), classified as a script's; a file that could not be
+    /// written fails the run with that step's error.
+    pub(super) fn of_workspace(
+        o: JobOutcome,
+        kept: Kept,
+        timeout: Duration,
+        memory_mb: u64,
+        started: Instant,
+    ) -> Ended {
+        let early = o
+            .result
+            .steps
+            .iter()
+            .find(|s| s.id != RUN_STEP && s.error.is_some())
+            .and_then(|s| Some((s.id.clone(), s.error.clone()?)));
+        let dropped = kept.issues.len() as u32;
+        let run = script_outcome(o);
+        let mut ended = Ended::classified(run, timeout, memory_mb, started);
+        if let Some((step, e)) = early {
+            ended.error = Some(ExecutionError::new(
+                error_kind(e.kind),
+                format!("{step}: {}", e.message),
+            ));
+            ended.status = if e.kind == ErrorType::InternalError {
+                Status::Failed
+            } else {
+                Status::Completed
+            };
+        }
+        ended.result.artifacts = kept.artifacts;
+        ended.result.artifact_errors = kept.issues;
+        ended.result.artifacts_dropped = dropped;
+        ended
     }
 
     pub(super) fn apply(self, rec: &mut ExecutionRecord) {
@@ -76,6 +171,110 @@ impl Ended {
         rec.timings.cleanup = ms(self.timings.cleanup);
         rec.duration_ms = self.duration_ms;
         rec.updated_at = OffsetDateTime::now_utc();
+    }
+}
+
+/// A job's files, kept in the artifact store: the entries its result lists (an entry whose file
+/// could not be kept becomes an error entry), what the record lists for download, and what was
+/// not returned.
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    entries: Vec<ArtifactEntry>,
+    artifacts: Vec<Artifact>,
+    issues: Vec<ArtifactIssue>,
+}
+
+/// Streams each intact file into `store` (blocking I/O: run it off the async runtime).
+pub(super) fn keep(
+    entries: Vec<ArtifactEntry>,
+    files: Vec<ArtifactFile>,
+    store: &ArtifactStore,
+) -> Kept {
+    let mut kept = Kept::default();
+    for entry in entries {
+        let stored = entry.error.is_none().then(|| {
+            let file = files
+                .iter()
+                .find(|f| f.path == entry.path && Some(&f.sha256) == entry.sha256.as_ref())?;
+            let mut data = file.open().ok()?;
+            store
+                .put_reader(&file.path, &file.mime_type, &file.sha256, &mut data)
+                .inspect_err(|e| tracing::error!(error = %e, "could not keep an artifact"))
+                .ok()
+        });
+        match stored.flatten() {
+            Some(artifact) => {
+                kept.artifacts.push(artifact);
+                kept.entries.push(entry);
+            }
+            None => {
+                let error = entry.error.clone().unwrap_or_else(|| {
+                    JobError::internal("the file arrived but could not be kept")
+                });
+                kept.issues.push(ArtifactIssue {
+                    path: entry.path.clone(),
+                    kind: error.kind.as_str().into(),
+                    message: error.message.clone(),
+                });
+                kept.entries.push(ArtifactEntry::failed(entry.path, error));
+            }
+        }
+    }
+    kept
+}
+
+/// A workspace run's job, read back as the script run it stands for.
+fn script_outcome(o: JobOutcome) -> RunOutcome {
+    let step = o.result.steps.iter().find(|s| s.id == RUN_STEP);
+    let output = step.and_then(|s| match &s.result {
+        Some(StepOutput::RunCommand(c)) => Some(c.clone()),
+        _ => None,
+    });
+    let error = step.and_then(|s: &StepResult| s.error.clone());
+    let kind = error.as_ref().map(|e| e.kind);
+    let capped = |text: &str, truncated: bool| {
+        let mut c = CappedText::new(u64::MAX);
+        c.push(text.as_bytes());
+        if truncated {
+            c.mark_truncated();
+        }
+        c
+    };
+    let out = output.unwrap_or(crate::sandbox::job::CommandOutput {
+        exit_code: None,
+        signal: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        stdout_truncated: false,
+        stderr_truncated: false,
+        duration_ms: 0,
+    });
+    let timed_out = kind == Some(ErrorType::Timeout)
+        || (step.is_some() && o.result.status == crate::sandbox::job::JobStatus::Timeout);
+    let oom = kind == Some(ErrorType::ResourceLimitExceeded) && out.signal == Some(9);
+    let lost = (kind == Some(ErrorType::InternalError))
+        .then(|| error.map(|e| e.message))
+        .flatten();
+    RunOutcome {
+        execution_id: o.execution_id,
+        container_id: o.container_id,
+        exit_code: out.exit_code.filter(|_| !timed_out),
+        signal: out.signal,
+        stdout: capped(&out.stdout, out.stdout_truncated),
+        stderr: capped(&out.stderr, out.stderr_truncated),
+        timed_out,
+        oom_killed: o.oom_killed || oom,
+        crashed: o.crashed.or(lost),
+        usage: Usage {
+            cpu_time_ms: o.result.resource_usage.cpu_time_ms,
+            max_memory_bytes: o.result.resource_usage.max_rss_bytes,
+            oom_kills: 0,
+        },
+        timings: o.timings,
+        warm: o.warm,
+        files: Vec::new(),
+        files_dropped: 0,
+        provenance: o.provenance,
     }
 }
 

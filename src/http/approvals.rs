@@ -14,23 +14,48 @@ use crate::auth::Role;
 use crate::domain::record::{Decision, ExecutionRecord};
 use crate::domain::script::Language;
 use crate::domain::verdict::Verdict;
+use crate::domain::work::WorkspaceFile;
 
-/// A pending execution, as an operator reviews it.
+/// A pending execution, as an operator reviews it: a script (with the files it writes and the
+/// globs it returns), or a job (`job`, with `validation` merging the verdicts on its content).
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub(super) struct PendingOut {
     pub execution_id: Uuid,
     pub agent: String,
-    pub script_type: Language,
+    /// The script's language; null for a job.
+    pub script_type: Option<Language>,
+    /// The script; empty for a job.
     pub script_content: String,
+    /// The sha256 of the script (of the job document for a job).
     pub script_sha256: String,
     pub stdin: String,
+    /// Seconds: the script's timeout, or the job's `max_runtime_seconds`.
     pub timeout: u64,
     pub validation: Verdict,
+    /// The files a script writes into `/workspace` before it runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<PendingFile>,
+    /// The artifact globs a script returns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<String>,
+    /// The job document, as submitted (with its `job_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>, nullable = false)]
+    pub job: Option<serde_json::Value>,
     #[serde(with = "time::serde::rfc3339")]
     pub requested_at: OffsetDateTime,
     pub age_secs: u64,
     #[serde(with = "time::serde::rfc3339")]
     pub expires_at: OffsetDateTime,
+}
+
+/// A file a pending script run writes.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub(super) struct PendingFile {
+    pub path: String,
+    pub content: String,
+    /// `utf8` or `base64`.
+    pub encoding: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -42,18 +67,32 @@ fn pending(r: &ExecutionRecord, timeout: std::time::Duration) -> PendingOut {
     let age = (OffsetDateTime::now_utc() - r.created_at)
         .whole_seconds()
         .max(0) as u64;
+    let script = r.run.script();
     PendingOut {
         execution_id: r.id,
         agent: r.agent.clone(),
-        script_type: r.run.script.language,
-        script_content: r.run.script.text.clone(),
+        script_type: script.map(|s| s.script.language),
+        script_content: script.map(|s| s.script.text.clone()).unwrap_or_default(),
         script_sha256: r.script_sha256.clone(),
-        stdin: r.run.stdin.clone(),
-        timeout: r.run.timeout_secs,
+        stdin: script.map(|s| s.stdin.clone()).unwrap_or_default(),
+        timeout: r.run.timeout_secs(),
         validation: r.verdict.clone(),
+        files: script
+            .map(|s| s.files.iter().map(pending_file).collect())
+            .unwrap_or_default(),
+        artifacts: script.map(|s| s.artifacts.clone()).unwrap_or_default(),
+        job: r.run.job().map(|j| j.job.clone()),
         requested_at: r.created_at,
         age_secs: age,
         expires_at: r.created_at + timeout,
+    }
+}
+
+fn pending_file(f: &WorkspaceFile) -> PendingFile {
+    PendingFile {
+        path: f.path.clone(),
+        content: f.content.clone(),
+        encoding: if f.base64 { "base64" } else { "utf8" }.into(),
     }
 }
 

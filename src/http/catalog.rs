@@ -1,7 +1,8 @@
-//! Tool definitions for agent frameworks: `execute_script` and `validate_script`, with JSON Schema
-//! parameters that carry the configured limits and descriptions that tell the model what is
-//! checked and how the script runs. One catalog feeds `GET /v1/tools` (OpenAI and Anthropic
-//! shapes) and the MCP server, so every integration describes the same contract.
+//! Tool definitions for agent frameworks: `execute_script`, `validate_script` and `run_job`, with
+//! JSON Schema parameters that carry the configured limits and descriptions that tell the model
+//! what is checked and how the work runs. One catalog feeds `GET /v1/tools` (OpenAI and Anthropic
+//! shapes) and the MCP server, so every integration describes the same contract. `run_job`'s
+//! schema is the OpenAPI document's `JobIn` with the deployment's maxima written in.
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -12,6 +13,7 @@ use crate::sandbox::profiles::Profiles;
 
 pub(crate) const EXECUTE: &str = "execute_script";
 pub(crate) const VALIDATE: &str = "validate_script";
+pub(crate) const RUN_JOB: &str = "run_job";
 
 /// What every tool says about its risk, beside its definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -149,7 +151,28 @@ impl Catalog {
                         "maxLength": e.max_stdin_bytes,
                         "description": "Text fed to the script's standard input (optional)."
                     },
-                    "profile": profile
+                    "profile": profile,
+                    "files": {
+                        "type": "array",
+                        "maxItems": config.sandbox.jobs.max_steps.saturating_sub(2),
+                        "description": "Files written into /workspace (the script's working directory) before the script runs; validated like the script (.py/.sh with every layer, everything else for secrets).",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "path": {"type": "string", "description": "Relative to /workspace (or absolute under it)."},
+                                "content": {"type": "string"},
+                                "encoding": {"type": "string", "enum": ["utf8", "base64"], "default": "utf8"}
+                            },
+                            "required": ["path", "content"],
+                            "additionalProperties": false
+                        }
+                    },
+                    "artifacts": {
+                        "type": "array",
+                        "maxItems": config.sandbox.jobs.max_artifacts.saturating_sub(1),
+                        "items": {"type": "string"},
+                        "description": "Paths or globs under /workspace or /tmp of files to return after the run (each with its sha256)."
+                    }
                 },
                 "required": ["script_content", "script_type"],
                 "additionalProperties": false
@@ -162,6 +185,7 @@ impl Catalog {
                 endpoint: "POST /v1/execute",
             },
         };
+        let run_job = run_job_tool(config, &profiles, &approval, mode);
         let validate = Tool {
             name: VALIDATE,
             title: "Check a script without running it",
@@ -185,7 +209,7 @@ impl Catalog {
             },
         };
         Catalog {
-            tools: vec![execute, validate],
+            tools: vec![execute, validate, run_job],
             profiles: std::sync::Arc::new(profiles),
         }
     }
@@ -222,6 +246,57 @@ impl Catalog {
     }
 }
 
+/// `run_job`: a job of the job protocol, its schema with this deployment's maxima.
+fn run_job_tool(config: &Config, profiles: &Profiles, approval: &str, mode: &'static str) -> Tool {
+    use utoipa::OpenApi as _;
+    let m = &config.sandbox.jobs;
+    let l = &config.sandbox.limits;
+    let mut components =
+        serde_json::to_value(super::openapi::ApiDoc::openapi().components).unwrap_or(Value::Null);
+    let names: Vec<String> = profiles.names().into_iter().map(String::from).collect();
+    super::jobs::schema::with_maxima(&mut components, m, &names);
+    let mut input_schema = super::jobs::schema::self_contained(&components, "JobIn");
+    if let Value::Object(o) = &mut input_schema {
+        // Tool schemas are plain objects (OpenAI and Anthropic read no `$schema`).
+        o.remove("$schema");
+    }
+    let description = format!(
+        "Run a structured job (Job protocol {protocol}) in a fresh, one-use sandbox and return \
+         its complete result. A job is typed steps run in order in one container with a writable \
+         /workspace ({workspace} MiB): `write_file` (utf8 or base64 content), `run_command` (one \
+         program from `constraints.allowed_commands`, never a shell: put `python3` or `bash` in \
+         allowed_commands and pass a script file or `-c`), `apply_unified_diff` (all files or \
+         none), `read_file` and `list_tree`. Paths lie inside `constraints.allowed_paths` (default \
+         /workspace; relative paths are relative to it), canonical, never through a symlink. The \
+         first failing step ends the job (a non-zero exit is `execution_failure`) unless it says \
+         `continue_on_error`; the rest are `skipped`. `artifacts` lists paths or globs of files \
+         to return (with sha256, size and type). Before anything runs, the job is checked: at \
+         most {steps} steps and {runtime} s, and the content it carries is validated like a \
+         script (no hard-coded secrets anywhere; .py/.sh files and `python3 -c`/`bash -c` \
+         programs pass every validation layer); a job refused by a check fails its offending \
+         step with a typed error (`policy_violation`, `resource_limit_exceeded`) and runs \
+         nothing. No network, {memory} MiB of memory, an unprivileged user.{approval}",
+        protocol = crate::sandbox::job::JOB_PROTOCOL,
+        workspace = l.workspace_mb,
+        steps = m.max_steps,
+        runtime = m.max_runtime_seconds,
+        memory = l.memory_mb,
+    );
+    Tool {
+        name: RUN_JOB,
+        title: "Run a structured job in a sandbox",
+        description,
+        input_schema,
+        meta: ToolMeta {
+            risk_level: "high",
+            approval_required: config.approval == ApprovalMode::Always,
+            approval_mode: mode,
+            read_only: false,
+            endpoint: "POST /v1/jobs",
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +324,15 @@ mod tests {
         );
         let meta = &catalog.tools[0].meta;
         assert_eq!((meta.risk_level, meta.approval_required), ("high", true));
+        let job = &catalog.openai()[2]["function"];
+        assert_eq!(job["name"], RUN_JOB);
+        assert_eq!(job["parameters"]["properties"]["steps"]["maxItems"], 100);
+        assert_eq!(
+            job["parameters"]["$defs"]["ConstraintsIn"]["properties"]["max_runtime_seconds"]["maximum"],
+            600
+        );
+        assert!(job["parameters"]["$defs"]["RunCommandArgs"].is_object());
+        assert!(job["parameters"].get("$schema").is_none());
         let anthropic = catalog.anthropic();
         assert_eq!(anthropic[1]["name"], VALIDATE);
         assert_eq!(

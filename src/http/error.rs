@@ -147,7 +147,9 @@ impl From<ExecError> for ApiError {
             }
             ExecError::Unavailable(e) => ApiError::EngineUnavailable(e.to_string()),
             ExecError::NotFound => ApiError::NotFound("no such execution".into()),
-            ExecError::Conflict(_) => ApiError::Conflict(e.to_string()),
+            ExecError::Conflict(_) | ExecError::DuplicateJob(_) => {
+                ApiError::Conflict(e.to_string())
+            }
             ExecError::Store(s) => ApiError::Internal(s.into()),
         }
     }

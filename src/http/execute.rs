@@ -9,16 +9,19 @@ use uuid::Uuid;
 
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
+use super::workspace::{FileIn, workspace};
 use super::{AppState, Json};
 use crate::auth::Role;
 use crate::config::ExecutionSettings;
 use crate::domain::record::{
-    Approval, Artifact, ExecutionError, ExecutionRecord, ResourceUsage, StageMs, Status,
+    Approval, Artifact, ArtifactIssue, ExecutionError, ExecutionRecord, ResourceUsage, StageMs,
+    Status,
 };
 use crate::domain::script::{Language, Script};
 use crate::domain::verdict::Verdict;
-use crate::domain::work::ScriptRun;
+use crate::domain::work::{ScriptRun, Work};
 use crate::executions::Submitted;
+use crate::sandbox::job::Maxima;
 use crate::sandbox::profiles::Profiles;
 
 /// A script to validate and run. Unknown fields are rejected.
@@ -45,6 +48,19 @@ pub(crate) struct ExecuteIn {
     #[serde(default)]
     #[schema(example = "data")]
     pub profile: Option<String>,
+    /// Files written into `/workspace` (the script's working directory) before it runs: paths
+    /// relative to `/workspace` or absolute under it, each once. Their contents are validated
+    /// like the script: `.py`/`.sh` files (or files with a shebang) with every layer, every other
+    /// file scanned for secrets. With files or artifacts the script runs in the job agent (with
+    /// `python3` or `bash`, from `/workspace`), so Python imports the files it came with.
+    #[serde(default)]
+    pub files: Vec<FileIn>,
+    /// Files to return after the run: absolute paths or globs under `/workspace` or `/tmp`
+    /// (relative ones are relative to `/workspace`). Each file comes back in `artifacts` with its
+    /// sha256; download it at `/v1/executions/{execution_id}/artifacts/{path}`.
+    #[serde(default)]
+    #[schema(example = json!(["/workspace/out/*.png", "report.json"]))]
+    pub artifacts: Vec<String>,
 }
 
 impl ExecuteIn {
@@ -53,7 +69,8 @@ impl ExecuteIn {
         self,
         settings: &ExecutionSettings,
         profiles: &Profiles,
-    ) -> Result<ScriptRun, ApiError> {
+        maxima: &Maxima,
+    ) -> Result<Work, ApiError> {
         check_script_text(&self.script_content)?;
         let profile = profiles
             .select(self.profile.as_deref(), self.script_type)
@@ -75,12 +92,14 @@ impl ExecuteIn {
                 stdin.len()
             )));
         }
-        Ok(ScriptRun::new(
+        let (files, artifacts) = workspace(self.files, self.artifacts, maxima)?;
+        let run = ScriptRun::new(
             Script::new(self.script_type, self.script_content),
             stdin,
             std::time::Duration::from_secs(timeout),
             profile,
-        ))
+        );
+        Ok(Work::Script(run.with_workspace(files, artifacts)))
     }
 }
 
@@ -140,8 +159,16 @@ pub(crate) struct ExecuteOut {
     /// `/v1/executions/{execution_id}/artifacts/{path without its leading slash}`.
     pub artifacts: Vec<Artifact>,
     /// Files left out by the caps (`sandbox.limits.max_images`, `max_image_bytes`,
-    /// `artifacts.max_run_bytes`).
+    /// `artifacts.max_run_bytes`; for a run with a workspace, the jobs maxima), and artifact
+    /// globs or files that could not be returned.
     pub artifacts_dropped: u32,
+    /// Why each artifact glob or file of `artifacts_dropped` was not returned (runs with a
+    /// workspace): a symlink, a directory, a missing file, a maximum.
+    pub artifact_errors: Vec<ArtifactIssue>,
+    /// The job this execution runs (absent for scripts): its result is at `/v1/jobs/{job_id}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub job_id: Option<Uuid>,
     /// The image's content id the script ran in (`sha256:…`), for an exact replay.
     pub image_digest: Option<String>,
     /// The version of the supervisor that ran it.
@@ -170,9 +197,11 @@ impl From<&ExecutionRecord> for ExecuteOut {
             warm: o.is_some_and(|o| o.warm),
             approval: r.approval.clone(),
             agent: r.agent.clone(),
-            profile: r.run.profile.clone(),
+            profile: r.run.profile().to_string(),
             artifacts: o.map(|o| o.artifacts.clone()).unwrap_or_default(),
             artifacts_dropped: o.map_or(0, |o| o.artifacts_dropped),
+            artifact_errors: o.map(|o| o.artifact_errors.clone()).unwrap_or_default(),
+            job_id: r.job_id(),
             image_digest: o.and_then(|o| o.provenance.image_digest.clone()),
             supervisor_version: o.and_then(|o| o.provenance.supervisor_version.clone()),
         }
@@ -181,7 +210,7 @@ impl From<&ExecutionRecord> for ExecuteOut {
 
 /// Where to read an accepted execution.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub(super) struct Links {
+pub(crate) struct Links {
     /// `GET` it for the result (`?wait=N` long-polls up to N seconds).
     #[serde(rename = "self")]
     pub this: String,
@@ -242,7 +271,8 @@ pub(super) async fn execute(
     Json(body): Json<ExecuteIn>,
 ) -> Result<Response, ApiError> {
     let caller = caller.require(Role::Agent)?;
-    let request = body.check(state.executions.settings(), &state.profiles)?;
+    let ex = &state.executions;
+    let request = body.check(ex.settings(), &state.profiles, ex.job_maxima())?;
     Ok(
         match state.executions.submit(caller, request, true).await? {
             Submitted::Finished(rec) => axum::Json(ExecuteOut::from(&rec)).into_response(),

@@ -46,7 +46,8 @@ pub(super) async fn submit(
     Json(body): Json<ExecuteIn>,
 ) -> Result<(StatusCode, axum::Json<SubmissionOut>), ApiError> {
     let caller = caller.require(Role::Agent)?;
-    let request = body.check(state.executions.settings(), &state.profiles)?;
+    let ex = &state.executions;
+    let request = body.check(ex.settings(), &state.profiles, ex.job_maxima())?;
     let rec = match state.executions.submit(caller, request, false).await? {
         Submitted::Finished(rec) | Submitted::Accepted(rec) => rec,
     };

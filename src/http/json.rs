@@ -16,6 +16,21 @@ pub(crate) struct Json<T>(pub T);
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let RawJson(bytes) = RawJson::from_request(req, state).await?;
+        parse(&bytes).map(Json)
+    }
+}
+
+/// A JSON object body kept as its bytes, for documents with a parser of their own (a job reads
+/// its `protocol_version` before anything else). Media type, size and shape are checked as for
+/// [`Json`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RawJson(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawJson {
+    type Rejection = ApiError;
+
     async fn from_request(req: Request, _state: &S) -> Result<Self, ApiError> {
         let content_type = req
             .headers()
@@ -40,13 +55,29 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
                 "the request body must be a JSON object".into(),
             ));
         }
-        parse(&bytes).map(Json)
+        Ok(RawJson(bytes))
     }
 }
 
-/// The configured body limit, which the router puts in every request's extensions.
+/// The body limit of a route, which the router puts in every request's extensions: its size,
+/// the setting that configures it (named in the 413), and how much of an oversized body is
+/// read and discarded before answering (see [`DRAIN`]).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct BodyLimit(pub usize);
+pub(super) struct BodyLimit {
+    pub bytes: usize,
+    pub setting: &'static str,
+    pub drain: usize,
+}
+
+impl BodyLimit {
+    pub(super) fn new(bytes: usize, setting: &'static str) -> Self {
+        BodyLimit {
+            bytes,
+            setting,
+            drain: DRAIN,
+        }
+    }
+}
 
 /// How much of an oversized body is read and discarded before answering 413: a client that is
 /// still sending when the answer comes sees a reset connection instead of the typed error, so a
@@ -56,16 +87,20 @@ const DRAIN: usize = 16 << 20;
 /// The whole body, at most the configured limit.
 async fn read_body(req: Request) -> Result<Bytes, ApiError> {
     use futures::StreamExt as _;
-    let limit = req.extensions().get::<BodyLimit>().map_or(1 << 20, |l| l.0);
+    let limit = req
+        .extensions()
+        .get::<BodyLimit>()
+        .copied()
+        .unwrap_or_else(|| BodyLimit::new(1 << 20, "execution.max_body_bytes"));
     let mut stream = req.into_body().into_data_stream();
     let mut body = Vec::new();
     let mut discarded = 0usize;
     while let Some(chunk) = stream.next().await {
         let chunk =
             chunk.map_err(|e| ApiError::Schema(format!("could not read the request body: {e}")))?;
-        if discarded > 0 || body.len() + chunk.len() > limit {
+        if discarded > 0 || body.len() + chunk.len() > limit.bytes {
             discarded += chunk.len();
-            if discarded > DRAIN {
+            if discarded > limit.drain {
                 break;
             }
         } else {
@@ -73,9 +108,10 @@ async fn read_body(req: Request) -> Result<Bytes, ApiError> {
         }
     }
     if discarded > 0 {
-        return Err(ApiError::PayloadTooLarge(
-            "request body is larger than the configured limit".into(),
-        ));
+        return Err(ApiError::PayloadTooLarge(format!(
+            "request body is larger than the configured limit ({} = {} bytes)",
+            limit.setting, limit.bytes
+        )));
     }
     Ok(Bytes::from(body))
 }

@@ -11,6 +11,7 @@ mod execute;
 mod executions;
 mod health;
 pub mod healthcheck;
+pub(crate) mod jobs;
 mod json;
 pub mod mcp;
 pub mod openapi;
@@ -18,6 +19,7 @@ mod params;
 mod profiles;
 mod tools;
 mod validate;
+mod workspace;
 
 use std::sync::Arc;
 
@@ -48,8 +50,17 @@ pub(crate) struct AppState {
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+/// How much of an oversized job is read and discarded before the 413, so that even a job far
+/// over `sandbox.jobs.max_job_bytes` (a 200 MB `write_file`) gets the typed answer.
+const JOB_DRAIN: usize = 256 << 20;
+
 pub(crate) fn router(state: AppState) -> Router {
     let max_body = state.executions.settings().max_body_bytes;
+    let job_limit = json::BodyLimit {
+        bytes: usize::try_from(state.executions.job_maxima().max_job_bytes).unwrap_or(usize::MAX),
+        setting: "sandbox.jobs.max_job_bytes",
+        drain: JOB_DRAIN,
+    };
     // MCP has its own body limit (4 MiB) and JSON-RPC errors; it shares authentication.
     let mcp = mcp::route::routes(&state);
     Router::new()
@@ -61,6 +72,12 @@ pub(crate) fn router(state: AppState) -> Router {
             "/v1/executions/{id}/artifacts/{*path}",
             get(artifacts::download),
         )
+        .route(
+            "/v1/jobs",
+            post(jobs::submit).layer(axum::Extension(job_limit)),
+        )
+        .route("/v1/jobs/{job_id}", get(jobs::get))
+        .route("/v1/jobs/{job_id}/artifacts/{*path}", get(jobs::artifact))
         .route("/v1/profiles", get(profiles::list))
         .route("/v1/approvals", get(approvals::list))
         .route("/v1/approvals/{id}", post(approvals::decide))
@@ -74,7 +91,10 @@ pub(crate) fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
-        .layer(axum::Extension(json::BodyLimit(max_body)))
+        .layer(axum::Extension(json::BodyLimit::new(
+            max_body,
+            "execution.max_body_bytes",
+        )))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
             let id = req

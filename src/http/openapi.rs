@@ -16,9 +16,10 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder, Sch
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    AppState, approvals, artifacts, execute, executions, health, profiles, tools, validate,
+    AppState, approvals, artifacts, execute, executions, health, jobs, profiles, tools, validate,
 };
 use crate::config::ExecutionSettings;
+use crate::sandbox::job::Maxima;
 use crate::sandbox::profiles::Profiles;
 
 #[derive(OpenApi)]
@@ -34,6 +35,9 @@ use crate::sandbox::profiles::Profiles;
         executions::submit,
         executions::get,
         artifacts::download,
+        jobs::submit,
+        jobs::get,
+        jobs::artifact,
         profiles::list,
         approvals::list,
         approvals::decide,
@@ -47,6 +51,7 @@ use crate::sandbox::profiles::Profiles;
     modifiers(&Security, &CommonResponses),
     tags(
         (name = "execute", description = "Validate and run scripts"),
+        (name = "jobs", description = "Run structured jobs (Job protocol 1.0): typed steps in one container, files in, artifacts out"),
         (name = "approvals", description = "Operators approve or deny held executions"),
         (name = "tools", description = "Tool definitions for agent frameworks"),
         (name = "health", description = "Liveness and readiness"),
@@ -55,11 +60,21 @@ use crate::sandbox::profiles::Profiles;
 #[derive(Debug)]
 pub struct ApiDoc;
 
-/// The contract for these execution settings and runner profiles: the timeout's maximum and the
-/// profile names are configurable, and a client generated from the document must know the real
-/// ones.
-pub fn document(settings: &ExecutionSettings, profiles: &Profiles) -> utoipa::openapi::OpenApi {
+/// The contract for these execution settings, runner profiles and jobs maxima: the timeout's
+/// maximum, the profile names and the jobs' maxima are configurable, and a client generated from
+/// the document must know the real ones.
+pub fn document(
+    settings: &ExecutionSettings,
+    profiles: &Profiles,
+    maxima: &Maxima,
+) -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
+    if let Some(components) = doc.components.take() {
+        let mut value = serde_json::to_value(&components).unwrap_or(Value::Null);
+        let names: Vec<String> = profiles.names().into_iter().map(String::from).collect();
+        jobs::schema::with_maxima(&mut value, maxima, &names);
+        doc.components = Some(serde_json::from_value(value).unwrap_or(components));
+    }
     let input = doc
         .components
         .as_mut()
@@ -83,7 +98,11 @@ pub fn yaml() -> String {
         .sandbox
         .resolved_profiles()
         .expect("the built-in profiles are valid");
-    to_yaml(&document(&ExecutionSettings::default(), &profiles))
+    to_yaml(&document(
+        &ExecutionSettings::default(),
+        &profiles,
+        &Maxima::default(),
+    ))
 }
 
 fn to_yaml(doc: &utoipa::openapi::OpenApi) -> String {
@@ -93,12 +112,18 @@ fn to_yaml(doc: &utoipa::openapi::OpenApi) -> String {
 
 /// `GET /openapi.json`: the contract of this service's configuration.
 pub(super) async fn serve_json(State(state): State<AppState>) -> axum::response::Response {
-    axum::Json(document(state.executions.settings(), &state.profiles)).into_response()
+    axum::Json(served(&state)).into_response()
+}
+
+fn served(state: &AppState) -> utoipa::openapi::OpenApi {
+    let ex = &state.executions;
+    document(ex.settings(), &state.profiles, ex.job_maxima())
 }
 
 /// `GET /openapi.yaml`: the same, as YAML.
 pub(super) async fn serve_yaml(State(state): State<AppState>) -> axum::response::Response {
-    let body = to_yaml(&document(state.executions.settings(), &state.profiles));
+    let state = &state;
+    let body = to_yaml(&served(state));
     ([(CONTENT_TYPE, "application/yaml")], body).into_response()
 }
 

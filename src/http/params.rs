@@ -34,16 +34,35 @@ impl<S: Send + Sync> FromRequestParts<S> for IdParam {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let params = RawPathParams::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::Schema(format!("id: {}", e.body_text())))?;
-        let raw = params
-            .iter()
-            .find(|(name, _)| *name == "id")
-            .map(|(_, value)| value)
-            .ok_or_else(|| ApiError::Internal("route has no {id} parameter".into()))?;
-        Uuid::parse_str(raw)
-            .map(IdParam)
-            .map_err(|_| ApiError::Schema(format!("id: `{raw}` is not a UUID")))
+        uuid_param(parts, state, "id").await.map(IdParam)
     }
+}
+
+/// The `{job_id}` path parameter: a job's id.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct JobIdParam(pub Uuid);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobIdParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        uuid_param(parts, state, "job_id").await.map(JobIdParam)
+    }
+}
+
+/// The path parameter `name`, which must be a UUID.
+async fn uuid_param<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    name: &str,
+) -> Result<Uuid, ApiError> {
+    let params = RawPathParams::from_request_parts(parts, state)
+        .await
+        .map_err(|e| ApiError::Schema(format!("{name}: {}", e.body_text())))?;
+    let raw = params
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, value)| value)
+        .ok_or_else(|| ApiError::Internal(format!("route has no {{{name}}} parameter").into()))?;
+    Uuid::parse_str(raw).map_err(|_| ApiError::Schema(format!("{name}: `{raw}` is not a UUID")))
 }

@@ -35,11 +35,11 @@ pub(super) struct ToolsQuery {
 pub(super) struct ToolsOut {
     /// OpenAI function-calling tools (absent when another format was asked for).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
+    #[schema(nullable = false, value_type = Option<Vec<Object>>)]
     pub openai: Option<Vec<Value>>,
     /// Anthropic tools (absent when another format was asked for).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
+    #[schema(nullable = false, value_type = Option<Vec<Object>>)]
     pub anthropic: Option<Vec<Value>>,
     /// Risk level, approval requirement and HTTP endpoint of each tool.
     pub metadata: BTreeMap<String, ToolMeta>,

@@ -13,22 +13,35 @@ use uuid::Uuid;
 
 pub use scriptgate_supervisor::job;
 
-use super::{Provenance, Timings};
+use super::{NotCleared, Provenance, Timings};
+use crate::domain::content::JobVerdict;
 
-/// A job for a lease to run: one that passed [`job::check`] against the deployment's maxima.
+/// A job for a lease to run: one that passed [`job::check`] against the deployment's maxima and
+/// whose content passed validation. The field is private and the one constructor takes both, so
+/// no job reaches a container without them.
 #[derive(Debug, Clone)]
 pub struct JobRun {
     job: job::CheckedJob,
 }
 
 impl JobRun {
-    pub fn new(job: job::CheckedJob) -> Self {
-        JobRun { job }
+    /// The run of `job`, when `verdict` judged this very job (its sha256) and everything in it
+    /// passed.
+    pub fn cleared(job: job::CheckedJob, verdict: &JobVerdict) -> Result<JobRun, NotCleared> {
+        if !verdict.passed() || verdict.job_sha256 != job_sha256(&job) {
+            return Err(NotCleared);
+        }
+        Ok(JobRun { job })
     }
 
     pub fn job(&self) -> &job::CheckedJob {
         &self.job
     }
+}
+
+/// The sha256 of a checked job's document (what a [`JobVerdict`] is bound to).
+pub fn job_sha256(job: &job::CheckedJob) -> String {
+    hex::encode(Sha256::digest(job.to_json().to_string().as_bytes()))
 }
 
 /// What happened to a job in its sandbox.
@@ -95,6 +108,16 @@ impl ArtifactFile {
         file.rewind()?;
         Ok(file)
     }
+
+    /// A file held whole, spooled as a received one would be (for runners that make files
+    /// themselves, like test doubles).
+    pub fn from_bytes(path: &str, mime_type: &str, bytes: &[u8]) -> io::Result<Self> {
+        let mut r = Receiving::new(path.into(), bytes.len() as u64, mime_type.into())?;
+        r.push(bytes).map_err(io::Error::other)?;
+        let sha256 = hex::encode(Sha256::digest(bytes));
+        r.finish(&sha256)
+            .ok_or_else(|| io::Error::other("the spooled file does not match its bytes"))
+    }
 }
 
 /// A file being received: its announced size, the bytes so far, their hash.
@@ -149,6 +172,46 @@ impl Receiving {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::content::ContentVerdict;
+    use crate::domain::verdict::{Finding, Layer, Severity};
+
+    fn checked() -> job::CheckedJob {
+        let value = serde_json::json!({"protocol_version": "1.0",
+            "steps": [{"id": "l", "type": "list_tree", "arguments": {"path": "/workspace"}}]});
+        let parsed = job::parse_value(&value).expect("well-formed");
+        job::check(parsed, &job::Maxima::default()).expect("passes")
+    }
+
+    #[test]
+    fn only_a_passing_verdict_on_the_same_job_clears_it() {
+        let job = checked();
+        let passing = JobVerdict {
+            job_sha256: job_sha256(&job),
+            contents: Vec::new(),
+        };
+        assert!(JobRun::cleared(job.clone(), &passing).is_ok());
+        let other = JobVerdict {
+            job_sha256: "0".repeat(64),
+            ..passing.clone()
+        };
+        assert_eq!(JobRun::cleared(job.clone(), &other).err(), Some(NotCleared));
+        let secret = Finding {
+            layer: Layer::Secrets,
+            rule: "r".into(),
+            severity: Severity::Block,
+            message: "m".into(),
+            line: 1,
+            column: 1,
+        };
+        let mut forged = ContentVerdict::scanned(None, "x".into(), vec![secret]);
+        forged.valid = true;
+        forged.layer = None;
+        let blocked = JobVerdict {
+            contents: vec![forged],
+            ..passing
+        };
+        assert_eq!(JobRun::cleared(job, &blocked).err(), Some(NotCleared));
+    }
 
     #[test]
     fn a_file_is_kept_only_when_whole_and_hashed_as_announced() {

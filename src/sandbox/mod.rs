@@ -28,7 +28,7 @@ pub use crate::domain::record::Provenance;
 use crate::domain::script::Language;
 use crate::domain::verdict::{Severity, Verdict};
 use crate::domain::work::ScriptRun;
-pub use jobs::{ArtifactFile, JobOutcome, JobRun, job};
+pub use jobs::{ArtifactFile, JobOutcome, JobRun, job, job_sha256};
 pub use output::CappedText;
 pub use scriptgate_supervisor::Usage;
 pub use scriptgate_supervisor::enforcement::{ApprovalRequest, ApprovalVerdict, EnforceSummary};
@@ -81,9 +81,9 @@ pub struct RunSpec {
     timeout: Duration,
 }
 
-/// The verdict does not let the script run.
+/// The verdict does not let the script (or the job) run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the script has no passing verdict")]
+#[error("no passing verdict for this run")]
 pub struct NotCleared;
 
 impl RunSpec {

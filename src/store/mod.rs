@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::domain::record::{ExecutionRecord, Status};
 pub use audit::{AuditEvent, AuditRecord};
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -38,10 +38,13 @@ pub enum StoreError {
     /// A thread panicked while it held the connection.
     #[error("database task failed: connection lock poisoned")]
     Poisoned,
+    /// Another execution already runs the job with this id.
+    #[error("job_id {0} is already used by another job")]
+    DuplicateJob(Uuid),
 }
 
 /// A status change that did not apply because the record was no longer in an expected status.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Transition {
     Applied(Box<ExecutionRecord>),
     Conflict(Status),
@@ -123,6 +126,21 @@ impl Store {
         self.with(move |conn| read_record(conn, id)).await
     }
 
+    /// The execution that runs the job `job_id`.
+    pub async fn by_job(&self, job_id: Uuid) -> Result<Option<ExecutionRecord>, StoreError> {
+        self.with(move |conn| {
+            let json: Option<String> = conn
+                .query_row(
+                    "SELECT record FROM executions WHERE job_id = ?1",
+                    params![job_id.to_string()],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            json.map(|j| decode(&j)).transpose()
+        })
+        .await
+    }
+
     pub async fn with_status(&self, status: Status) -> Result<Vec<ExecutionRecord>, StoreError> {
         self.with(move |conn| {
             let mut stmt = conn
@@ -196,6 +214,21 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     if version >= SCHEMA_VERSION {
         return Ok(());
     }
+    if version < 1 {
+        create_v1(conn)?;
+    }
+    // Version 2: jobs, found by their own id, which no two executions share.
+    conn.execute_batch(
+        "BEGIN;
+         ALTER TABLE executions ADD COLUMN job_id TEXT;
+         CREATE UNIQUE INDEX IF NOT EXISTS executions_by_job ON executions(job_id)
+             WHERE job_id IS NOT NULL;
+         PRAGMA user_version = 2;
+         COMMIT;",
+    )
+}
+
+fn create_v1(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "BEGIN;
          CREATE TABLE IF NOT EXISTS executions (
@@ -241,12 +274,20 @@ fn read_record(conn: &Connection, id: Uuid) -> Result<Option<ExecutionRecord>, S
 fn write_record(conn: &Connection, r: &ExecutionRecord) -> Result<(), StoreError> {
     let json = serde_json::to_string(r)?;
     let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
-    conn.execute(
-        "INSERT INTO executions (id, status, agent, created_at, updated_at, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    let job_id = r.job_id().map(|j| j.to_string());
+    let written = conn.execute(
+        "INSERT INTO executions (id, status, agent, created_at, updated_at, record, job_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT(id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at, record = excluded.record",
-        params![r.id.to_string(), r.status.as_str(), r.agent, ms(r.created_at), ms(r.updated_at), json],
-    )?;
-    Ok(())
+        params![r.id.to_string(), r.status.as_str(), r.agent, ms(r.created_at), ms(r.updated_at), json, job_id],
+    );
+    match (written, r.job_id()) {
+        (Err(rusqlite::Error::SqliteFailure(e, _)), Some(job))
+            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+        {
+            Err(StoreError::DuplicateJob(job))
+        }
+        (written, _) => written.map(drop).map_err(Into::into),
+    }
 }
 
 fn append(conn: &Connection, e: &AuditEvent) -> Result<(), StoreError> {

@@ -187,6 +187,14 @@ pub fn disabled_rules(rules: &RuleSet, patterns: &[String]) -> Result<HashSet<St
 }
 
 impl Validator {
+    /// The built-in rules with the default configuration, for the unit tests of layers above
+    /// that may not reach `rules` themselves.
+    #[cfg(test)]
+    pub(crate) fn builtin() -> Self {
+        let rules = RuleSet::embedded().expect("the built-in rules load");
+        Validator::new(rules, ValidationConfig::default())
+    }
+
     /// A validator; `config.disabled_rules` patterns that name no rule are ignored here (check
     /// them first with [`disabled_rules`]).
     pub fn new(rules: RuleSet, config: ValidationConfig) -> Self {

@@ -263,3 +263,64 @@ fn serve_refuses_a_listen_fd_that_is_not_an_open_socket() {
         assert!(stderr.contains("not an open descriptor"), "{stderr}");
     }
 }
+
+const JOB: &str = r#"{"protocol_version": "1.0",
+ "constraints": {"allowed_commands": ["python3"]},
+ "steps": [
+  {"id": "write", "type": "write_file", "arguments": {"path": "app.py", "content": "print('hi from a job')\n"}},
+  {"id": "run", "type": "run_command", "arguments": {"command": "python3", "args": ["app.py"]}}
+ ],
+ "artifacts": ["/workspace/app.py"]}"#;
+
+#[test]
+fn job_validate_answers_without_an_engine() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ok = write(&dir, "ok.json", JOB);
+    let (code, stdout, stderr) = scriptgate(&["job", "validate", &ok]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(v["valid"], true, "{v}");
+    assert_eq!(v["validation"][0]["target"], "/workspace/app.py");
+    let outside = JOB.replace("\"app.py\", \"content\"", "\"/etc/app.py\", \"content\"");
+    let refused = write(&dir, "refused.json", &outside);
+    let (code, stdout, _) = scriptgate(&["job", "validate", &refused]);
+    assert_eq!(code, 1, "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(
+        v["result"]["steps"][0]["error"]["type"], "policy_violation",
+        "{v}"
+    );
+    assert_eq!(v["result"]["steps"][1]["status"], "skipped", "{v}");
+    let malformed = write(
+        &dir,
+        "bad.json",
+        r#"{"protocol_version": "2.0", "steps": []}"#,
+    );
+    let (code, stdout, _) = scriptgate(&["job", "validate", &malformed]);
+    assert_eq!(code, 2, "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(v["error"]["type"], "schema_error", "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn job_run_runs_on_the_local_engine_and_leaves_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = write(&dir, "job.json", JOB);
+    let image = crate::harness::runner_image();
+    let out = Command::new(env!("CARGO_BIN_EXE_scriptgate"))
+        .args(["job", "run", &job])
+        .env("SCRIPTGATE_SANDBOX__PYTHON_IMAGE", &image)
+        .env("SCRIPTGATE_SANDBOX__BASH_IMAGE", &image)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(v["status"], "success", "{v}");
+    assert_eq!(v["steps"][1]["result"]["stdout"], "hi from a job\n", "{v}");
+    assert_eq!(v["artifacts"][0]["size_bytes"], 23, "{v}");
+    let left = crate::harness::containers_with_prefix(scriptgate::JOB_CLI_INSTANCE_PREFIX).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

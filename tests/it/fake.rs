@@ -5,6 +5,10 @@
 //! A run answers with what the test registered for its script ([`FakeRunner::answering`]), or by
 //! markers in the script: `EXIT n`, `TIMEOUT`, `OOM`, `CRASH`, `BLOCK` (waits for
 //! [`FakeRunner::release`]).
+//!
+//! A job runs as a model of the agent: `write_file` keeps the file, `read_file` returns a kept
+//! one, `run_command` exits 0 without output unless its `args` hold `EXIT n`; artifacts are the
+//! kept files whose paths a pattern names exactly.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,10 +17,16 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use scriptgate::domain::script::Language;
-use scriptgate::sandbox::{
-    CappedText, Lease, Readiness, RunOutcome, RunSpec, Runner, SandboxError, SandboxStats, Timings,
-    Usage,
+use scriptgate::sandbox::job::{
+    self, Action, ArtifactEntry, CheckedAction, CheckedStep, CommandOutput, ErrorType, JobEnd,
+    JobError, JobStatus, ReadOutput, ResourceUsage, StepOutput, StepResult, StepStatus,
+    WriteOutput,
 };
+use scriptgate::sandbox::{
+    ArtifactFile, CappedText, JobOutcome, JobRun, Lease, Readiness, RunOutcome, RunSpec, Runner,
+    SandboxError, SandboxStats, Timings, Usage,
+};
+use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 /// What a registered script prints and how it exits.
@@ -46,6 +56,8 @@ pub struct FakeRunner {
     pub release: Arc<Notify>,
     /// The scripts that ran, in order.
     ran: Arc<Mutex<Vec<String>>>,
+    /// The ids of the jobs that ran, in order.
+    jobs: Arc<Mutex<Vec<uuid::Uuid>>>,
     /// Leases handed out and not yet run or dropped.
     leased: Arc<AtomicUsize>,
     answers: HashMap<String, Answer>,
@@ -60,6 +72,7 @@ impl Default for FakeRunner {
             calls: AtomicUsize::new(0),
             release: Arc::new(Notify::new()),
             ran: Arc::default(),
+            jobs: Arc::default(),
             leased: Arc::default(),
             answers: HashMap::new(),
             output_bytes: 1 << 20,
@@ -95,6 +108,11 @@ impl FakeRunner {
     /// The scripts that ran so far, in order.
     pub fn ran(&self) -> Vec<String> {
         self.ran.lock().expect("ran lock").clone()
+    }
+
+    /// The ids of the jobs that ran so far, in order.
+    pub fn jobs(&self) -> Vec<uuid::Uuid> {
+        self.jobs.lock().expect("jobs lock").clone()
     }
 
     /// Leases handed out and not yet run or dropped (0 once the service is idle).
@@ -227,5 +245,139 @@ impl Lease for FakeLease {
             }
             self.runner.outcome(self.id, &script)
         })
+    }
+    fn run_job(self: Box<Self>, run: JobRun) -> BoxFuture<'static, JobOutcome> {
+        Box::pin(async move {
+            let job = run.job();
+            self.runner
+                .jobs
+                .lock()
+                .expect("jobs lock")
+                .push(job.job_id());
+            let started_at = time::OffsetDateTime::now_utc();
+            let mut builder = job.result_builder(started_at);
+            let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+            let mut ended: Option<JobError> = None;
+            for (index, step) in job.steps().iter().enumerate() {
+                let (output, error) = fake_step(step, &mut files);
+                let failed = error.is_some();
+                let result = StepResult {
+                    id: step.step.id.clone(),
+                    step_type: step.step.action.step_type(),
+                    status: if failed {
+                        StepStatus::Failure
+                    } else {
+                        StepStatus::Success
+                    },
+                    duration_ms: 1,
+                    result: output,
+                    error: error.clone(),
+                };
+                builder.record(index, result).expect("the job's own step");
+                if failed && !step.step.continue_on_error {
+                    ended = error.map(|e| e.in_step(&step.step.id));
+                    break;
+                }
+            }
+            let kept: Vec<&(String, Vec<u8>)> = files
+                .iter()
+                .filter(|(path, _)| job.artifacts().iter().any(|p| &p.text == path))
+                .collect();
+            let entries = kept
+                .iter()
+                .map(|(path, bytes)| ArtifactEntry {
+                    path: path.clone(),
+                    sha256: Some(hex::encode(Sha256::digest(bytes))),
+                    size_bytes: Some(bytes.len() as u64),
+                    mime_type: Some(job::mime_type(path).to_string()),
+                    error: None,
+                })
+                .collect();
+            let spooled = kept
+                .iter()
+                .map(|(path, bytes)| {
+                    ArtifactFile::from_bytes(path, job::mime_type(path), bytes).expect("spooled")
+                })
+                .collect();
+            let result = builder.finish(JobEnd {
+                status: ended
+                    .as_ref()
+                    .map_or(JobStatus::Success, JobStatus::ended_by),
+                error: ended,
+                started_at,
+                finished_at: time::OffsetDateTime::now_utc(),
+                artifacts: entries,
+                resource_usage: ResourceUsage {
+                    cpu_time_ms: 5,
+                    max_rss_bytes: 4096,
+                },
+            });
+            JobOutcome {
+                execution_id: self.id,
+                container_id: "fake".into(),
+                result,
+                files: spooled,
+                timings: Timings::default(),
+                warm: false,
+                oom_killed: false,
+                crashed: None,
+                provenance: Default::default(),
+            }
+        })
+    }
+}
+
+/// One step of a fake job: its output, or the error that failed it.
+fn fake_step(
+    step: &CheckedStep,
+    files: &mut Vec<(String, Vec<u8>)>,
+) -> (Option<StepOutput>, Option<JobError>) {
+    match (&step.step.action, &step.plan) {
+        (Action::WriteFile(w), CheckedAction::WriteFile { path }) => {
+            let path = path.to_string();
+            let bytes = w.bytes().expect("checked content");
+            let out = WriteOutput {
+                path: path.clone(),
+                size_bytes: bytes.len() as u64,
+                sha256: hex::encode(Sha256::digest(&bytes)),
+                created: true,
+            };
+            files.push((path, bytes));
+            (Some(StepOutput::WriteFile(out)), None)
+        }
+        (Action::ReadFile(_), CheckedAction::ReadFile { path }) => {
+            match files.iter().find(|(p, _)| *p == path.to_string()) {
+                Some((_, bytes)) => {
+                    let out = ReadOutput {
+                        content: String::from_utf8_lossy(bytes).into_owned(),
+                        encoding: job::Encoding::Utf8,
+                        size_bytes: bytes.len() as u64,
+                        truncated: false,
+                        sha256: hex::encode(Sha256::digest(bytes)),
+                    };
+                    (Some(StepOutput::ReadFile(out)), None)
+                }
+                None => (
+                    None,
+                    Some(JobError::new(ErrorType::ExecutionFailure, "no such file")),
+                ),
+            }
+        }
+        (Action::RunCommand(c), _) => {
+            let exit = marked_exit(&c.args.join(" "));
+            let out = CommandOutput {
+                exit_code: Some(exit),
+                signal: None,
+                stdout: String::new(),
+                stderr: String::new(),
+                stdout_truncated: false,
+                stderr_truncated: false,
+                duration_ms: 1,
+            };
+            let error = (exit != 0)
+                .then(|| JobError::new(ErrorType::ExecutionFailure, format!("exit code {exit}")));
+            (Some(StepOutput::RunCommand(out)), error)
+        }
+        _ => (None, None),
     }
 }

@@ -18,6 +18,7 @@ mod fake;
 mod harness;
 mod jobs_isolation;
 mod jobs_sandbox;
+mod jobs_service;
 mod jobs_standalone;
 mod mcp;
 mod policy_cli;

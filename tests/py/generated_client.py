@@ -3,6 +3,7 @@
 usage: generated_client.py PACKAGE_PARENT_DIR BASE_URL AGENT_TOKEN
 The generated package `scriptgate_client` must be importable from PACKAGE_PARENT_DIR.
 """
+import hashlib
 import sys
 
 sys.path.insert(0, sys.argv[1])
@@ -10,12 +11,16 @@ base_url, token = sys.argv[2], sys.argv[3]
 
 from scriptgate_client import AuthenticatedClient, Client  # noqa: E402
 from scriptgate_client.api.execute import execute_script, get_execution, validate_script  # noqa: E402
+from scriptgate_client.api.jobs import get_job, get_job_artifact, run_job  # noqa: E402
 from scriptgate_client.api.tools import list_tools  # noqa: E402
 from scriptgate_client.models import (  # noqa: E402
     ErrorBody,
     ErrorKind,
     ExecuteIn,
     ExecuteOut,
+    JobIn,
+    JobOut,
+    JobStatus,
     Language,
     Layer,
     Status,
@@ -79,5 +84,27 @@ assert r.status_code == 401 and isinstance(r.parsed, ErrorBody) and r.parsed.err
 tools = list_tools.sync(client=client, format_=ToolFormat.OPENAI)
 assert isinstance(tools, ToolsOut), tools
 names = [t["function"]["name"] for t in tools.openai]
-assert names == ["execute_script", "validate_script"], names
+assert names == ["execute_script", "validate_script", "run_job"], names
+# A job: its typed result, the same by job id, and its artifact checked against its sha256.
+report = '{"passed": 3}\n'
+job = JobIn.from_dict({
+    "protocol_version": "1.0",
+    "steps": [
+        {"id": "write", "type": "write_file", "arguments": {"path": "report.json", "content": report}},
+        {"id": "read", "type": "read_file", "arguments": {"path": "report.json"}},
+    ],
+    "artifacts": ["/workspace/report.json"],
+})
+r = run_job.sync_detailed(client=client, body=job)
+assert r.status_code == 200, (r.status_code, r.content)
+result = r.parsed
+assert isinstance(result, JobOut), type(result)
+assert result.status == JobStatus.SUCCESS, result
+digest = hashlib.sha256(report.encode()).hexdigest()
+assert result.artifacts[0].sha256 == digest, result.artifacts
+again = get_job.sync(client=client, job_id=result.job_id)
+assert isinstance(again, JobOut) and again.execution_id == result.execution_id, again
+r = get_job_artifact.sync_detailed(client=client, job_id=result.job_id, path="workspace/report.json")
+assert r.status_code == 200 and hashlib.sha256(r.content).hexdigest() == digest, (r.status_code, r.content)
+print("job:", result.status, result.artifacts[0].path)
 print("OK")

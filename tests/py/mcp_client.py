@@ -4,6 +4,7 @@ usage: mcp_client.py http URL TOKEN MODE    (streamable HTTP, bearer token)
        mcp_client.py stdio BINARY MODE      (spawns `BINARY mcp`, inheriting the environment)
 MODE is `legacy` (initialize handshake and a session) or `auto` (the SDK's default negotiation).
 """
+import hashlib
 import json
 import os
 import sys
@@ -21,7 +22,7 @@ async def exercise(client: Client) -> None:
     print("protocol:", client.protocol_version)
 
     tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert sorted(tools) == ["execute_script", "validate_script"], sorted(tools)
+    assert sorted(tools) == ["execute_script", "run_job", "validate_script"], sorted(tools)
     execute = tools["execute_script"]
     props = execute.input_schema["properties"]
     assert props["script_type"]["enum"] == ["python", "bash"], props
@@ -69,6 +70,35 @@ async def exercise(client: Client) -> None:
     # validate_script: the verdict, without running anything.
     r = await client.call_tool("validate_script", {"script_content": "for i in range(3)\n    print(i)\n", "script_type": "python"})
     assert not r.is_error and r.structured_content["valid"] is False and r.structured_content["layer"] == "syntax", r
+
+    # run_job: a structured job; its artifact comes back embedded, checked against its sha256.
+    assert "steps" in tools["run_job"].input_schema["properties"], tools["run_job"].input_schema
+    report = '{"passed": 3}\n'
+    job = {
+        "protocol_version": "1.0",
+        "steps": [
+            {"id": "write", "type": "write_file", "arguments": {"path": "report.json", "content": report}},
+            {"id": "read", "type": "read_file", "arguments": {"path": "report.json"}},
+        ],
+        "artifacts": ["/workspace/report.json"],
+    }
+    r = await client.call_tool("run_job", job)
+    assert not r.is_error, r
+    out = r.structured_content
+    assert out["status"] == "success" and [s["status"] for s in out["steps"]] == ["success", "success"], out
+    assert out["steps"][1]["result"]["content"] == report, out
+    digest = hashlib.sha256(report.encode()).hexdigest()
+    assert out["artifacts"][0]["sha256"] == digest, out
+    embedded = [c for c in r.content if c.type == "resource"]
+    assert embedded and embedded[0].resource.text == report, r.content
+    print("run_job:", out["status"], out["artifacts"][0]["path"])
+
+    # A job that breaks its constraints: a tool error with the complete result; nothing ran.
+    bad = {"protocol_version": "1.0", "steps": [{"id": "w", "type": "write_file", "arguments": {"path": "/etc/passwd", "content": "x"}}]}
+    r = await client.call_tool("run_job", bad)
+    assert r.is_error and r.structured_content["steps"][0]["error"]["type"] == "policy_violation", r
+    r = await client.call_tool("run_job", {"protocol_version": "2.0", "steps": []})
+    assert r.is_error and "schema_error" in r.content[0].text, r
 
     # An unknown tool is a protocol error.
     try:

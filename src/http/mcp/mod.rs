@@ -1,20 +1,25 @@
-//! The MCP server: `execute_script` and `validate_script` as MCP tools with structured results,
-//! over streamable HTTP at `/mcp` (behind the same bearer tokens as the REST API) and over stdio
-//! (`scriptgate mcp`). Tools, their input schemas and descriptions come from the tool catalog;
-//! output schemas come from the OpenAPI components, so every integration describes one contract.
+//! The MCP server: `execute_script`, `validate_script` and `run_job` as MCP tools with structured
+//! results, over streamable HTTP at `/mcp` (behind the same bearer tokens as the REST API) and
+//! over stdio (`scriptgate mcp`). Tools, their input schemas and descriptions come from the tool
+//! catalog; output schemas come from the OpenAPI components, so every integration describes one
+//! contract.
 //!
-//! Results: a script that ran is a normal result (its exit code, timeout or OOM is in the
-//! structured content, `isError` set when it did not succeed); a script rejected by validation is
-//! a structured tool error carrying the verdict; a bad argument, an overload or an engine outage is
-//! a tool error with a message the model can act on. Protocol errors are kept for unknown tools.
+//! Results: a script or a job that ran is a normal result (its exit code, timeout or OOM, or the
+//! job's status, is in the structured content, `isError` set when it did not succeed); a script
+//! rejected by validation is a structured tool error carrying the verdict (a refused job, its
+//! complete result); a bad argument, an overload or an engine outage is a tool error with a
+//! message the model can act on. Protocol errors are kept for unknown tools. Files a run returns
+//! follow the result as content blocks (`artifacts.rs`): images, small files embedded, larger
+//! ones as resource links read with `resources/read`.
 
 use std::sync::Arc;
 
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    JsonObject, ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -26,12 +31,15 @@ use utoipa::OpenApi as _;
 
 use super::catalog::{self, Catalog};
 use super::error::ApiError;
+use super::jobs::{self, JobOut};
 use super::openapi::ApiDoc;
 use super::{ExecuteIn, ExecuteOut, ValidateIn};
 use crate::auth::Caller;
 use crate::domain::script::Script;
 use crate::executions::{Executions, Submitted};
+use crate::sandbox::job::JobStatus;
 
+mod artifacts;
 pub(crate) mod route;
 
 /// Why the stdio server stopped serving.
@@ -84,7 +92,8 @@ impl McpServer {
             Ok(i) => i,
             Err(e) => return e,
         };
-        let request = match input.check(self.executions.settings(), &self.profiles) {
+        let ex = &self.executions;
+        let request = match input.check(ex.settings(), &self.profiles, ex.job_maxima()) {
             Ok(r) => r,
             Err(e) => return api_error(&e),
         };
@@ -98,27 +107,48 @@ impl McpServer {
                 } else {
                     CallToolResult::structured(value)
                 };
-                // Plots as image content, so MCP clients show them.
-                result.content.extend(self.images(&out).await);
+                // Plots as image content, so MCP clients show them; other files embedded or linked.
+                result
+                    .content
+                    .extend(artifacts::blocks(&self.executions, &rec).await);
                 result
             }
             Err(e) => api_error(&ApiError::from(e)),
         }
     }
 
-    /// The PNG artifacts of a result as image content blocks (each read back and checked).
-    async fn images(&self, out: &ExecuteOut) -> Vec<ContentBlock> {
-        use base64::Engine as _;
-        let mut images = Vec::new();
-        for a in out.artifacts.iter().filter(|a| a.mime_type == "image/png") {
-            if let Ok(data) = self.executions.artifact(&a.sha256).await {
-                images.push(ContentBlock::image(
-                    base64::engine::general_purpose::STANDARD.encode(data),
-                    "image/png",
-                ));
-            }
-        }
-        images
+    /// `run_job`: the arguments are the job itself.
+    async fn run_job(&self, caller: &Caller, args: JsonObject) -> CallToolResult {
+        let bytes = serde_json::to_vec(&Value::Object(args)).unwrap_or_default();
+        let work = match jobs::intake(&bytes, &self.profiles) {
+            Ok(w) => w,
+            Err(e) => return api_error(&e),
+        };
+        let rec = match self.executions.submit(caller, work, true).await {
+            Ok(Submitted::Finished(rec) | Submitted::Accepted(rec)) => rec,
+            Err(e) => return api_error(&ApiError::from(e)),
+        };
+        let Some(out) = JobOut::of(&rec) else {
+            // Held for an operator: not a result yet.
+            let mut result = CallToolResult::error(vec![ContentBlock::text(format!(
+                "the job is {}: an operator must approve it; its result will be at /v1/jobs/{}",
+                rec.status.as_str(),
+                rec.job_id().unwrap_or(rec.id)
+            ))]);
+            result.structured_content =
+                Some(json!({"job_id": rec.job_id(), "execution_id": rec.id, "status": rec.status}));
+            return result;
+        };
+        let value = serde_json::to_value(&out).unwrap_or(Value::Null);
+        let mut result = if out.result.status == JobStatus::Success {
+            CallToolResult::structured(value)
+        } else {
+            CallToolResult::structured_error(value)
+        };
+        result
+            .content
+            .extend(artifacts::blocks(&self.executions, &rec).await);
+        result
     }
 
     async fn validate(&self, args: JsonObject) -> CallToolResult {
@@ -151,13 +181,19 @@ fn api_error(e: &ApiError) -> CallToolResult {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("scriptgate", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Run Python and Bash scripts in a one-use, network-less sandbox \
-                 (execute_script), or only check them (validate_script). Scripts are validated \
-                 first: no hard-coded secrets, no dangerous constructs; a rejected script does \
-                 not run and the result lists why.",
+                 (execute_script), only check them (validate_script), or run a structured job \
+                 of typed steps with files in and artifacts out (run_job). Everything is \
+                 validated first: no hard-coded secrets, no dangerous constructs; rejected work \
+                 does not run and the result says why. Files a run returns come back as \
+                 images, embedded resources or resource links (read them with resources/read).",
             )
     }
 
@@ -185,6 +221,7 @@ impl ServerHandler for McpServer {
         let result = match request.name.as_ref() {
             catalog::EXECUTE => self.execute(&caller, args).await,
             catalog::VALIDATE => self.validate(args).await,
+            catalog::RUN_JOB => self.run_job(&caller, args).await,
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("tool not found: {other}"),
@@ -193,6 +230,28 @@ impl ServerHandler for McpServer {
             }
         };
         Ok(result.into())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            artifacts::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let Some(caller) = self.caller(&context) else {
+            return Err(ErrorData::internal_error("no authenticated caller", None));
+        };
+        let contents = artifacts::read(&self.executions, &caller, &request.uri).await?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 }
 
@@ -205,10 +264,10 @@ pub(crate) fn mcp_tools(catalog: &Catalog) -> Vec<Tool> {
             let input = t.input_schema.as_object().cloned().unwrap_or_default();
             let mut tool = Tool::new(t.name, t.description.clone(), input);
             tool.title = Some(t.title.to_string());
-            let output = if t.name == catalog::EXECUTE {
-                "ExecuteOut"
-            } else {
-                "Verdict"
+            let output = match t.name {
+                catalog::EXECUTE => "ExecuteOut",
+                catalog::RUN_JOB => "JobOut",
+                _ => "Verdict",
             };
             tool.output_schema = Some(Arc::new(output_schema(output)));
             tool.annotations = Some(

@@ -4,5 +4,6 @@
 
 mod approvals;
 mod http_shape;
+mod jobs;
 mod mcp;
 mod openapi;

@@ -1,0 +1,220 @@
+//! Jobs of the job protocol: `POST /v1/jobs` (run one; 200 with its result, or 202 when an
+//! operator must approve it first), `GET /v1/jobs/{job_id}` (its result, long-polling with
+//! `?wait=`) and `GET /v1/jobs/{job_id}/artifacts/{path}` (a file it returned).
+//!
+//! The body is the job itself, read by the protocol's own parser (`protocol_version` first): a
+//! malformed job is a 400 `schema_error` before any record or container exists. Everything after
+//! is the executions lifecycle, as for scripts. The wire shapes the OpenAPI document shows are in
+//! [`schema`]; the answers are the protocol's result with the execution's id and the verdicts on
+//! the job's content beside it.
+
+pub(crate) mod schema;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::auth::Authenticated;
+use super::error::{ApiError, ErrorBody};
+use super::execute::Links;
+use super::executions::{MAX_WAIT_SECS, WaitQuery};
+use super::json::RawJson;
+use super::params::{JobIdParam, Query};
+use super::{AppState, artifacts};
+use crate::auth::Role;
+use crate::domain::content::ContentVerdict;
+use crate::domain::record::{ExecutionRecord, JobResult, Status};
+use crate::domain::work::{JobWork, Work};
+use crate::executions::{Submitted, job_result};
+use crate::sandbox::JOB_LANGUAGE;
+use crate::sandbox::job;
+use crate::sandbox::profiles::Profiles;
+
+/// A job's result: the protocol's result object, with the execution that ran it and what the
+/// service's validation found in the job's content.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct JobOut {
+    #[serde(flatten)]
+    pub result: JobResult,
+    /// The execution that ran the job (its audit trail, approvals and `/v1/executions/{id}`).
+    pub execution_id: Uuid,
+    /// The verdict on each program, file, diff or argument of the job that validation checked
+    /// (programs always; other text when something was found).
+    pub validation: Vec<ContentVerdict>,
+}
+
+impl JobOut {
+    /// The answer for a job's record once it ended (`None` before).
+    pub(crate) fn of(rec: &ExecutionRecord) -> Option<JobOut> {
+        Some(JobOut {
+            result: job_result(rec)?,
+            execution_id: rec.id,
+            validation: rec.contents.clone(),
+        })
+    }
+}
+
+/// 202 body: a job accepted and not finished (waiting for an operator, queued or running).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub(crate) struct JobSubmissionOut {
+    pub job_id: Uuid,
+    pub execution_id: Uuid,
+    pub status: Status,
+    pub links: Links,
+}
+
+impl JobSubmissionOut {
+    fn of(rec: &ExecutionRecord) -> JobSubmissionOut {
+        let job_id = rec.job_id().unwrap_or(rec.id);
+        JobSubmissionOut {
+            job_id,
+            execution_id: rec.id,
+            status: rec.status,
+            links: Links {
+                this: format!("/v1/jobs/{job_id}"),
+                approval: (rec.status == Status::PendingApproval)
+                    .then(|| format!("/v1/approvals/{}", rec.id)),
+            },
+        }
+    }
+}
+
+/// The answer for a job's record: 200 with its result once it ended, else 202 with where to
+/// read it.
+pub(crate) fn answer(rec: &ExecutionRecord) -> Response {
+    match JobOut::of(rec) {
+        Some(out) => axum::Json(out).into_response(),
+        None => (StatusCode::ACCEPTED, axum::Json(JobSubmissionOut::of(rec))).into_response(),
+    }
+}
+
+/// A job from a request body: parsed by the protocol's parser, with its `job_id` (generated when
+/// absent) written into the document, in a known runner profile.
+pub(crate) fn intake(bytes: &[u8], profiles: &Profiles) -> Result<Work, ApiError> {
+    let parsed = job::parse(bytes).map_err(|e| ApiError::Schema(e.message().to_string()))?;
+    let profile = profiles
+        .select(parsed.profile.as_deref(), JOB_LANGUAGE)
+        .map_err(|e| ApiError::Schema(format!("profile: {e}")))?
+        .name
+        .clone();
+    let job_id = parsed.job_id.unwrap_or_else(Uuid::new_v4);
+    let mut document: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::Schema(format!("the job is not JSON: {e}")))?;
+    document["job_id"] = serde_json::Value::String(job_id.to_string());
+    Ok(Work::Job(JobWork {
+        job_id,
+        job: document,
+        profile,
+        timeout_secs: parsed.constraints.max_runtime_seconds,
+    }))
+}
+
+/// Run a job of the job protocol in a one-use container and answer with its complete result.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs",
+    tag = "jobs",
+    operation_id = "run_job",
+    request_body(content = schema::JobIn, description = "A job of the job protocol (1.x). The body is at most `sandbox.jobs.max_job_bytes`.",
+        example = json!(schema::example_job())),
+    responses(
+        (status = 200, description = "The job was checked and, unless something refused it, ran. Read `status` (`success`, `failure`, `timeout`) and each step's `status` and `error`. A job that breaks a constraint the service sees before running (a path outside `allowed_paths`, a command not allowed, a deployment maximum) or whose content fails validation (a secret, a dangerous program) is 200 with `status` `failure`: the offending step fails with its typed error, every other step is `skipped`, nothing ran.",
+            body = schema::JobOutDoc, example = json!(schema::example_result())),
+        (status = 202, description = "Held for operator approval: read the result at `links.self` (`?wait=N` long-polls).",
+            body = JobSubmissionOut, example = json!(schema::example_submission())),
+        (status = 400, description = "Not a well-formed job (`schema_error`): not JSON, an unknown or malformed `protocol_version`, an unknown step type, a missing argument or a wrong type, an unknown field at 1.0, an unknown `profile`. Nothing was recorded or run.", body = ErrorBody,
+            example = json!({"error": {"type": "schema_error", "message": "protocol version 2.0 is not supported (this agent speaks 1.x)"}})),
+        (status = 409, description = "The `job_id` is already used by another job.", body = ErrorBody,
+            example = json!({"error": {"type": "conflict", "message": "job_id 6f0b1a52-4f1b-4c55-9d3c-3e2a1b0c9d8e is already used by another job"}})),
+        (status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
+            example = json!({"error": {"type": "overloaded", "message": "too many executions in progress; retry in 1s"}})),
+        (status = 503, description = "The container engine or the runner image is unavailable: retry after `Retry-After` seconds.", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
+            example = json!({"error": {"type": "engine_unavailable", "message": "the container engine is not reachable"}})),
+    ),
+    security(("agent_token" = []))
+)]
+pub(super) async fn submit(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    RawJson(body): RawJson,
+) -> Result<Response, ApiError> {
+    let caller = caller.require(Role::Agent)?;
+    let work = intake(&body, &state.profiles)?;
+    Ok(match state.executions.submit(caller, work, true).await? {
+        Submitted::Finished(rec) | Submitted::Accepted(rec) => answer(&rec),
+    })
+}
+
+/// A job's result once it ended (202 while it waits for an operator, is queued or runs). Agents
+/// see their own jobs; operators see all.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{job_id}",
+    tag = "jobs",
+    operation_id = "get_job",
+    params(("job_id" = uuid::Uuid, Path, description = "The job's `job_id`"), WaitQuery),
+    responses(
+        (status = 200, description = "The job ended: its complete result (as `POST /v1/jobs` answers). A job an operator denied, or whose approval expired, fails with a `policy_violation` and every step skipped.",
+            body = schema::JobOutDoc, example = json!(schema::example_result())),
+        (status = 202, description = "Not finished yet (`pending_approval`, `queued` or `running`).",
+            body = JobSubmissionOut, example = json!(schema::example_submission())),
+        (status = 400, description = "The id is not a UUID, or `wait` is out of range.", body = ErrorBody,
+            example = json!({"error": {"type": "schema_error", "message": "job_id: `abc` is not a UUID"}})),
+        (status = 404, description = "No such job (or not this agent's).", body = ErrorBody,
+            example = json!({"error": {"type": "not_found", "message": "no such execution"}})),
+    ),
+    security(("agent_token" = []), ("operator_token" = []))
+)]
+pub(super) async fn get(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    JobIdParam(job_id): JobIdParam,
+    Query(query): Query<WaitQuery>,
+) -> Result<Response, ApiError> {
+    let wait = query.wait.unwrap_or(0);
+    if wait > MAX_WAIT_SECS {
+        return Err(ApiError::Schema(format!(
+            "wait: must be at most {MAX_WAIT_SECS} seconds, got {wait}"
+        )));
+    }
+    let wait = std::time::Duration::from_secs(wait);
+    let rec = state.executions.get_job(&caller.0, job_id, wait).await?;
+    Ok(answer(&rec))
+}
+
+/// A file a job returned, streamed after its sha256 is checked.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{job_id}/artifacts/{path}",
+    tag = "jobs",
+    operation_id = "get_job_artifact",
+    params(
+        ("job_id" = uuid::Uuid, Path, description = "The job's `job_id`"),
+        ("path" = String, Path, description = "The artifact's `path` without its leading slash, e.g. `workspace/report.json`"),
+    ),
+    responses(
+        (status = 200, description = "The file's bytes, with its MIME type, its length and an `x-content-sha256` header (checked before the first byte is sent).", content_type = "application/octet-stream"),
+        (status = 400, description = "The id is not a UUID.", body = ErrorBody,
+            example = json!({"error": {"type": "schema_error", "message": "job_id: `abc` is not a UUID"}})),
+        (status = 404, description = "No such job, no such artifact, or it expired (`artifacts.retention_secs`).", body = ErrorBody,
+            example = json!({"error": {"type": "not_found", "message": "no artifact `workspace/report.json` in this job"}})),
+    ),
+    security(("agent_token" = []), ("operator_token" = []))
+)]
+pub(super) async fn artifact(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    Path((job_id, path)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let job_id = Uuid::parse_str(&job_id)
+        .map_err(|_| ApiError::Schema(format!("job_id: `{job_id}` is not a UUID")))?;
+    let rec = state
+        .executions
+        .get_job(&caller.0, job_id, std::time::Duration::ZERO)
+        .await?;
+    artifacts::stream(&state, &rec, &path, "job").await
+}
