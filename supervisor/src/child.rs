@@ -13,7 +13,7 @@ use crate::sys;
 
 /// The Python program that waits on fd 3 for the script, then runs it as `__main__` with
 /// tracebacks that show `<script>` and its lines (not this bootstrap).
-const PYTHON_BOOTSTRAP: &str = r#"def _scriptgate_main():
+pub(crate) const PYTHON_BOOTSTRAP: &str = r#"def _scriptgate_main():
     import os, sys, linecache, traceback
     # Profiles with `preimport`: the warm interpreter loads these while it waits for the script.
     preimport = [m for m in os.environ.get("SCRIPTGATE_PREIMPORT", "").split(",") if m]
