@@ -205,6 +205,8 @@ pub enum ErrorKind {
     Denied,
     /// Nobody decided within the approval timeout.
     ApprovalTimeout,
+    /// A session command ended by `POST …/commands/{command_id}/kill`.
+    Killed,
 }
 
 impl ErrorKind {

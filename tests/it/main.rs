@@ -28,3 +28,4 @@ mod reliability;
 mod sandbox_contract;
 mod sandbox_limits;
 mod service;
+mod sessions;
