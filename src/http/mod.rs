@@ -69,7 +69,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/sessions", post(sessions::create).get(sessions::list))
         .route(
             "/v1/sessions/{id}",
-            get(sessions::get).delete(sessions::delete),
+            get(sessions::get)
+                .delete(sessions::delete)
+                .patch(sessions::patch),
         )
         .route("/v1/sessions/{id}/exec", post(session_exec::exec))
         .route("/v1/sessions/{id}/exec/stream", post(session_exec::exec_stream))

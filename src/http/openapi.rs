@@ -43,6 +43,7 @@ use crate::sandbox::profiles::Profiles;
         sessions::list,
         sessions::get,
         sessions::delete,
+        sessions::patch,
         session_exec::exec,
         session_exec::exec_stream,
         session_exec::kill,

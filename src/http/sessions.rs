@@ -287,3 +287,45 @@ pub(super) async fn delete(
     state.sessions.delete(&caller.0, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// Changes between commands. Every field is optional.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"idle_timeout_secs": 3600, "environment": {"MODE": "release", "OLD": null}}))]
+pub(super) struct SessionPatchIn {
+    #[serde(default)]
+    pub idle_timeout_secs: Option<u64>,
+    /// Names to export (a string) or unset (null); the same rules as at create.
+    #[serde(default)]
+    pub environment: BTreeMap<String, Option<String>>,
+}
+
+/// Change a session's idle timeout or environment (not while a command runs).
+#[utoipa::path(
+    patch,
+    path = "/v1/sessions/{id}",
+    tag = "sessions",
+    operation_id = "session_update",
+    params(("id" = Uuid, Path, description = "The session id")),
+    request_body = SessionPatchIn,
+    responses(
+        (status = 200, description = "The session after the change.", body = SessionOut),
+        (status = 400, description = "A value beyond the maxima, a refused name or a secret.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 409, description = "`session_busy` or `session_stopped`.", body = ErrorBody),
+    ),
+    security(("agent_token" = []))
+)]
+pub(super) async fn patch(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    IdParam(id): IdParam,
+    Json(body): Json<SessionPatchIn>,
+) -> Result<axum::Json<SessionOut>, ApiError> {
+    let caller = caller.require(Role::Agent)?;
+    let session = state
+        .sessions
+        .patch(caller, id, body.idle_timeout_secs, body.environment)
+        .await?;
+    Ok(axum::Json(session.view().into()))
+}

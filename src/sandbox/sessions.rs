@@ -148,6 +148,13 @@ pub trait SessionBox: std::fmt::Debug + Send + Sync {
     fn kill(&self, id: Uuid) -> BoxFuture<'_, Result<(), SessionFault>>;
     /// A file operation on the session's writable places (the job protocol's path rules).
     fn file(&self, op: FileOp, data: Vec<u8>) -> BoxFuture<'_, Result<FileAnswer, SessionFault>>;
+    /// Sets and unsets exported variables between commands (refused while a command runs);
+    /// the shell state after it.
+    fn set_env(
+        &self,
+        set: BTreeMap<String, String>,
+        unset: Vec<String>,
+    ) -> BoxFuture<'_, Result<ShellState, SessionFault>>;
     /// Removes the container now and waits for that.
     fn close(&self) -> BoxFuture<'_, ()>;
 }

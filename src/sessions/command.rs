@@ -396,7 +396,7 @@ impl Sessions {
 }
 
 /// The session accepts commands and file operations now.
-fn ensure_serving(live: &super::Live) -> Result<(), SessionError> {
+pub(super) fn ensure_serving(live: &super::Live) -> Result<(), SessionError> {
     match live.state {
         State::Ready => Ok(()),
         State::Busy => Err(SessionError::Busy(

@@ -331,6 +331,59 @@ impl Sessions {
         all
     }
 
+    /// `PATCH`: the idle timeout and the exported environment (`None` unsets a name), between
+    /// commands.
+    pub(crate) async fn patch(
+        &self,
+        caller: &Caller,
+        id: Uuid,
+        idle_timeout_secs: Option<u64>,
+        environment: BTreeMap<String, Option<String>>,
+    ) -> Result<Arc<Session>, SessionError> {
+        let session = self.get(caller, id)?;
+        let idle = match idle_timeout_secs {
+            Some(v) if !(1..=self.settings.max_idle_timeout_secs).contains(&v) => {
+                return Err(SessionError::Invalid(format!(
+                    "idle_timeout_secs: must be between 1 and {}, got {v}",
+                    self.settings.max_idle_timeout_secs
+                )));
+            }
+            other => other.map(Duration::from_secs),
+        };
+        let set: BTreeMap<String, String> = environment
+            .iter()
+            .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
+            .collect();
+        let unset: Vec<String> = environment
+            .iter()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        self.check_environment(&set)?;
+        let sandbox = {
+            let live = session.live.lock().expect("session lock");
+            command::ensure_serving(&live)?;
+            live.sandbox.clone()
+        };
+        if !environment.is_empty() {
+            let sandbox = sandbox.ok_or_else(|| SessionError::Stopped("stopped".into()))?;
+            let shell = sandbox.set_env(set, unset).await.map_err(|e| match e {
+                crate::sandbox::sessions::SessionFault::Refused(_) => {
+                    SessionError::Busy(Uuid::nil())
+                }
+                lost => SessionError::Stopped(lost.to_string()),
+            })?;
+            session.live.lock().expect("session lock").shell = shell;
+        }
+        let mut live = session.live.lock().expect("session lock");
+        if let Some(idle) = idle {
+            live.idle_timeout = idle;
+        }
+        Session::touch(&mut live);
+        drop(live);
+        Ok(session)
+    }
+
     /// Stops the session (killing a running command) and removes its container; its record
     /// stays, `stopped`, for the retention period.
     pub(crate) async fn delete(&self, caller: &Caller, id: Uuid) -> Result<(), SessionError> {

@@ -218,6 +218,7 @@ impl Runner for Fake {
                 id: format!("fake-{}", spec.session_id),
                 runner: self.0.clone(),
                 cwd: Mutex::new("/workspace".into()),
+                env: Mutex::new(spec.env.clone()),
                 files: Mutex::new(HashMap::new()),
                 kill: Notify::new(),
                 closed: AtomicUsize::new(0),
@@ -263,6 +264,7 @@ struct FakeSession {
     id: String,
     runner: Arc<FakeRunner>,
     cwd: Mutex<String>,
+    env: Mutex<std::collections::BTreeMap<String, String>>,
     files: Mutex<HashMap<String, Vec<u8>>>,
     kill: Notify,
     closed: AtomicUsize,
@@ -308,6 +310,7 @@ impl SessionBox for FakeSession {
             }
             let state = ShellState {
                 cwd: self.cwd.lock().expect("cwd").clone(),
+                env: self.env.lock().expect("env").clone(),
                 ..ShellState::default()
             };
             Ok(CommandEnd {
@@ -379,6 +382,25 @@ impl SessionBox for FakeSession {
                 ),
             };
             Ok(FileAnswer { result, bytes })
+        })
+    }
+
+    fn set_env(
+        &self,
+        set: std::collections::BTreeMap<String, String>,
+        unset: Vec<String>,
+    ) -> BoxFuture<'_, Result<ShellState, SessionFault>> {
+        Box::pin(async move {
+            let mut env = self.env.lock().expect("env");
+            env.extend(set);
+            for name in unset {
+                env.remove(&name);
+            }
+            Ok(ShellState {
+                cwd: self.cwd.lock().expect("cwd").clone(),
+                env: env.clone(),
+                aliases: Default::default(),
+            })
         })
     }
 

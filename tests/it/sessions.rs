@@ -96,6 +96,16 @@ async fn state_and_files_persist_across_commands_and_delete_removes_the_containe
     assert_eq!(unset["cwd"], "/workspace", "{unset}");
     let after = line(&s, &id, "echo \"[$X]\"; alias").await;
     assert_eq!(after["stdout"], "[]\n", "{after}");
+    let patched = s
+        .client
+        .patch(format!("{}/v1/sessions/{id}", s.url))
+        .json(&json!({"environment": {"MODE": "patched", "PROJECT": null}}))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(patched.status().as_u16(), 200);
+    let seen = line(&s, &id, "echo \"$MODE[$PROJECT]\"").await;
+    assert_eq!(seen["stdout"], "patched[]\n", "{seen}");
 
     // The sandbox contract: its own uid, no capabilities, a read-only root, a writable workspace.
     let contract = line(

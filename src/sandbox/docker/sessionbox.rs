@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use scriptgate_supervisor::job::HARD_MAX_MESSAGE;
 use scriptgate_supervisor::sessions::{
     CommandEnd, Exec, FEATURE_SESSIONS, FileReply, FileRequest, Kill, OpenSession, Refused,
-    SessionState, decode_output, encode_file_request,
+    SessionState, SetEnv, ShellState, decode_output, encode_file_request,
 };
 use scriptgate_supervisor::{
     ArtifactBegin, FrameKind, HostKind, MessageAssembler, PROTOCOL_VERSION, encode_host_message,
@@ -40,6 +40,7 @@ enum Req {
     Exec(CommandSpec, mpsc::UnboundedSender<Chunk>, Reply<CommandEnd>),
     Kill(Uuid, Reply<()>),
     File(FileOp, Vec<u8>, Reply<FileAnswer>),
+    SetEnv(SetEnv, Reply<ShellState>),
 }
 
 /// A handle on a session container.
@@ -106,6 +107,7 @@ impl Inner {
             running: None,
             files: HashMap::new(),
             next_op: 0,
+            set_env: None,
             receiving: None,
             received: None,
             max_file,
@@ -167,6 +169,8 @@ struct Task {
     running: Option<(Uuid, mpsc::UnboundedSender<Chunk>, Reply<CommandEnd>)>,
     files: HashMap<u64, Reply<FileAnswer>>,
     next_op: u64,
+    /// A `SetEnv` waiting for its `SessionState`.
+    set_env: Option<Reply<ShellState>>,
     /// The file being read (`ArtifactBegin` … `ArtifactEnd`), then the last one read.
     receiving: Option<Vec<u8>>,
     received: Option<Vec<u8>>,
@@ -200,6 +204,9 @@ impl Task {
             let _ = reply.send(Err(SessionFault::Lost(why.to_string())));
         }
         for (_, reply) in self.files.drain() {
+            let _ = reply.send(Err(SessionFault::Lost(why.to_string())));
+        }
+        if let Some(reply) = self.set_env.take() {
             let _ = reply.send(Err(SessionFault::Lost(why.to_string())));
         }
     }
@@ -238,6 +245,15 @@ impl Task {
                 self.files.insert(self.next_op, reply);
                 self.write(HostKind::File, &encode_file_request(&request, &data))
                     .await
+            }
+            Req::SetEnv(set, reply) => {
+                if self.running.is_some() || self.set_env.is_some() {
+                    let _ = reply.send(Err(SessionFault::Refused("a command is running".into())));
+                    return Ok(());
+                }
+                let payload = serde_json::to_vec(&set).map_err(|e| e.to_string())?;
+                self.set_env = Some(reply);
+                self.write(HostKind::SetEnv, &payload).await
             }
         }
     }
@@ -317,7 +333,16 @@ impl Task {
                 }
             }
             Some(FrameKind::Refused) => self.refused(&message),
-            Some(FrameKind::SessionState) => {}
+            Some(FrameKind::SessionState) => {
+                let state: SessionState =
+                    serde_json::from_slice(&message).map_err(|_| malformed("session state"))?;
+                if state.nonce != self.nonce {
+                    return Err("a session state with a wrong nonce".into());
+                }
+                if let Some(reply) = self.set_env.take() {
+                    let _ = reply.send(Ok(state.state));
+                }
+            }
             Some(FrameKind::Failure) => return Err(message_of(&message)),
             _ => return Err(format!("unexpected frame of kind {kind} in a session")),
         }
@@ -338,6 +363,13 @@ impl Task {
         if refused.id.is_some()
             && self.running.as_ref().map(|(id, ..)| *id) == refused.id
             && let Some((_, _, reply)) = self.running.take()
+        {
+            let _ = reply.send(Err(fault));
+            return;
+        }
+        if refused.id.is_none()
+            && refused.op_id.is_none()
+            && let Some(reply) = self.set_env.take()
         {
             let _ = reply.send(Err(fault));
             return;
@@ -377,6 +409,14 @@ impl SessionBox for DockerSession {
 
     fn file(&self, op: FileOp, data: Vec<u8>) -> BoxFuture<'_, Result<FileAnswer, SessionFault>> {
         Box::pin(self.ask(move |reply| Req::File(op, data, reply)))
+    }
+
+    fn set_env(
+        &self,
+        set: std::collections::BTreeMap<String, String>,
+        unset: Vec<String>,
+    ) -> BoxFuture<'_, Result<ShellState, SessionFault>> {
+        Box::pin(self.ask(move |reply| Req::SetEnv(SetEnv { set, unset }, reply)))
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -97,6 +97,27 @@ async fn a_session_answers_with_the_documented_shapes() {
     assert_eq!(status, 200);
     assert_eq!(history["commands"][0]["command_id"], command_id);
 
+    let patched = s
+        .client
+        .patch(format!("{}/v1/sessions/{id}", s.url))
+        .json(&json!({"idle_timeout_secs": 120, "environment": {"MODE": "fast", "PROJECT": null}}))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(patched.status().as_u16(), 200);
+    let patched: Value = patched.json().await.expect("json");
+    assert_eq!(patched["idle_timeout_secs"], 120, "{patched}");
+    assert_eq!(patched["environment"]["MODE"], "fast", "{patched}");
+    assert!(patched["environment"].get("PROJECT").is_none(), "{patched}");
+    let refused = s
+        .client
+        .patch(format!("{}/v1/sessions/{id}", s.url))
+        .json(&json!({"environment": {"BASH_ENV": "/tmp/x"}}))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(refused.status().as_u16(), 400);
+
     let (status, list) = get(&s, "/v1/sessions").await;
     assert_eq!(
         (status, list["sessions"].as_array().map(Vec::len)),
