@@ -119,6 +119,7 @@ impl App {
                 .resolved_profiles()
                 .map_err(StartError::Profiles)?,
         );
+        let store = Store::open(&data)?;
         let sessions = sessions::Sessions::start(sessions::SessionDeps {
             runner: runner.clone(),
             validator: validator.clone(),
@@ -127,11 +128,13 @@ impl App {
             limits: config.sandbox.limits.clone(),
             profiles: profiles.clone(),
             node: config.sandbox.instance.clone(),
-        });
+            store: store.clone(),
+        })
+        .await?;
         let executions = Executions::start(Deps {
             validator,
             runner: runner.clone(),
-            store: Store::open(&data)?,
+            store,
             artifacts,
             policy: ApprovalPolicy {
                 mode: config.approval,

@@ -4,5 +4,6 @@
 
 pub mod record;
 pub mod script;
+pub mod session;
 pub mod verdict;
 pub mod work;

@@ -31,9 +31,11 @@ use uuid::Uuid;
 use crate::auth::{Caller, Role};
 use crate::config::{ExecutionSettings, SessionSettings};
 use crate::domain::record::ResourceUsage;
+use crate::domain::session::SessionRecord;
 use crate::sandbox::profiles::Profiles;
 use crate::sandbox::sessions::{SessionBox, SessionSpec, ShellState};
 use crate::sandbox::{Limits, Runner, SandboxError};
+use crate::store::{Store, StoreError};
 use crate::validate::Validator;
 
 /// Where a session is in its life.
@@ -144,6 +146,53 @@ pub(crate) struct SessionView {
 }
 
 impl Session {
+    /// A session a previous process left: stopped, with its record's times and reason.
+    fn stopped(r: SessionRecord) -> Session {
+        let now = OffsetDateTime::now_utc();
+        Session {
+            id: r.id,
+            agent: r.agent,
+            profile: r.profile,
+            node: r.node,
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            max_commands: 0,
+            limits: Limits::default(),
+            deadline: Instant::now(),
+            live: Mutex::new(Live {
+                state: State::Stopped,
+                reason: r.reason,
+                idle_timeout: Duration::ZERO,
+                shell: ShellState::default(),
+                last_activity_at: r.stopped_at.unwrap_or(now),
+                last_activity: Instant::now(),
+                command_count: 0,
+                current: None,
+                history: VecDeque::new(),
+                usage: ResourceUsage::default(),
+                container_id: None,
+                sandbox: None,
+                // Retention counts from this start.
+                stopped_at: Some(Instant::now()),
+            }),
+        }
+    }
+
+    /// What is kept of it across restarts.
+    fn record(&self) -> SessionRecord {
+        let live = self.live.lock().expect("session lock");
+        SessionRecord {
+            id: self.id,
+            agent: self.agent.clone(),
+            profile: self.profile.clone(),
+            node: self.node.clone(),
+            created_at: self.created_at,
+            expires_at: self.expires_at,
+            stopped_at: (live.state == State::Stopped).then(OffsetDateTime::now_utc),
+            reason: live.reason.clone(),
+        }
+    }
+
     pub(crate) fn view(&self) -> SessionView {
         let live = self.live.lock().expect("session lock");
         SessionView {
@@ -215,6 +264,7 @@ pub(crate) struct Sessions {
     limits: Limits,
     profiles: Arc<Profiles>,
     node: String,
+    store: Store,
     map: Mutex<HashMap<Uuid, Arc<Session>>>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
@@ -231,11 +281,14 @@ pub(crate) struct SessionDeps {
     pub limits: Limits,
     pub profiles: Arc<Profiles>,
     pub node: String,
+    pub store: Store,
 }
 
 impl Sessions {
-    /// The sessions service, with its expiry sweeper running.
-    pub(crate) fn start(deps: SessionDeps) -> Arc<Sessions> {
+    /// The sessions service, with its expiry sweeper running. Sessions a previous process left
+    /// alive are recorded as stopped: their containers were removed by the sandbox's start-up
+    /// reaping of this instance, so none is left unaccounted for.
+    pub(crate) async fn start(deps: SessionDeps) -> Result<Arc<Sessions>, StoreError> {
         let this = Arc::new(Sessions {
             runner: deps.runner,
             validator: deps.validator,
@@ -244,13 +297,55 @@ impl Sessions {
             limits: deps.limits,
             profiles: deps.profiles,
             node: deps.node,
+            store: deps.store,
             map: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),
         });
+        this.recover().await?;
         let sweeper = this.clone();
         this.tasks.spawn(async move { sweeper.sweep_loop().await });
-        this
+        Ok(this)
+    }
+
+    /// Loads the records of the previous process: stopped ones within the retention period as
+    /// they are, live ones marked stopped (`service_restarted`).
+    async fn recover(&self) -> Result<(), StoreError> {
+        let retention = Duration::from_secs(self.settings.retention_secs);
+        let records = self
+            .store
+            .sessions_since(OffsetDateTime::now_utc() - retention)
+            .await?;
+        let mut restarted = 0;
+        for mut record in records {
+            if record.stopped_at.is_none() {
+                record.stopped_at = Some(OffsetDateTime::now_utc());
+                record.reason = Some(
+                    "service_restarted: the service restarted; the session's container was removed at start-up".into(),
+                );
+                self.store.save_session(&record).await?;
+                restarted += 1;
+            }
+            let session = Arc::new(Session::stopped(record));
+            self.map
+                .lock()
+                .expect("sessions lock")
+                .insert(session.id, session);
+        }
+        if restarted > 0 {
+            tracing::info!(
+                restarted,
+                "sessions of the previous process recorded as stopped"
+            );
+        }
+        Ok(())
+    }
+
+    /// Writes the session's record (a failure is logged: the session itself goes on).
+    async fn persist(&self, session: &Session) {
+        if let Err(e) = self.store.save_session(&session.record()).await {
+            tracing::warn!(session_id = %session.id, error = %e, "could not record the session");
+        }
     }
 
     pub(crate) fn settings(&self) -> &SessionSettings {
@@ -293,11 +388,13 @@ impl Sessions {
                     // Deleted while it was being created: its container goes at once.
                     sandbox.close().await;
                 }
+                self.persist(&session).await;
                 tracing::info!(session_id = %session.id, agent = %session.agent, "session ready");
                 Ok(session)
             }
             Err(e) => {
                 self.mark_stopped(&session, format!("failed to start: {e}"));
+                self.persist(&session).await;
                 Err(SessionError::Sandbox(e))
             }
         }
@@ -407,6 +504,7 @@ impl Sessions {
             sandbox.close().await;
         }
         self.mark_stopped(session, reason);
+        self.persist(session).await;
     }
 
     fn mark_stopped(&self, session: &Session, reason: String) {

@@ -13,9 +13,10 @@ use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use crate::domain::record::{ExecutionRecord, Status};
+use crate::domain::session::SessionRecord;
 pub use audit::{AuditEvent, AuditRecord};
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -160,6 +161,39 @@ impl Store {
         .await
     }
 
+    /// Writes a session's record (new or changed).
+    pub async fn save_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        let json = serde_json::to_string(record)?;
+        let (id, agent) = (record.id.to_string(), record.agent.clone());
+        let stopped = record
+            .stopped_at
+            .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO sessions (id, agent, stopped_at, record) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(id) DO UPDATE SET stopped_at = ?3, record = ?4",
+                params![id, agent, stopped, json],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Session records still alive or stopped after `since`; older ones are deleted.
+    pub async fn sessions_since(
+        &self,
+        since: OffsetDateTime,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        let since = (since.unix_timestamp_nanos() / 1_000_000) as i64;
+        self.with(move |conn| {
+            conn.execute("DELETE FROM sessions WHERE stopped_at < ?1", params![since])?;
+            let mut stmt = conn.prepare("SELECT record FROM sessions")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.map(|json| Ok(serde_json::from_str(&json?)?)).collect()
+        })
+        .await
+    }
+
     /// The last `n` audit records, oldest first.
     pub async fn audit_tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
         self.with(move |conn| {
@@ -218,7 +252,13 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
              prev_hash TEXT NOT NULL,
              hash TEXT NOT NULL
          );
-         PRAGMA user_version = 1;
+         CREATE TABLE IF NOT EXISTS sessions (
+             id TEXT PRIMARY KEY,
+             agent TEXT NOT NULL,
+             stopped_at INTEGER,
+             record TEXT NOT NULL
+         );
+         PRAGMA user_version = 2;
          COMMIT;",
     )
 }

@@ -383,3 +383,69 @@ async fn an_engine_that_is_down_answers_503_and_leaves_a_stopped_record() {
     assert_eq!(list["sessions"][0]["state"], "stopped", "{list}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn after_a_restart_every_session_of_the_previous_process_answers_stopped() {
+    let data = tempfile::tempdir().expect("data dir").keep();
+    // A process that crashed left a live session behind (its container is the reaper's).
+    let crashed = uuid::Uuid::new_v4();
+    {
+        let store = scriptgate::store::Store::open(&data).expect("store");
+        let now = time::OffsetDateTime::now_utc();
+        let record = scriptgate::domain::session::SessionRecord {
+            id: crashed,
+            agent: "anonymous".into(),
+            profile: "minimal".into(),
+            node: "n1".into(),
+            created_at: now,
+            expires_at: now + time::Duration::hours(1),
+            stopped_at: None,
+            reason: None,
+        };
+        store.save_session(&record).await.expect("saved");
+    }
+    let dir = data.clone();
+    let s = Service::fake(FakeRunner::new(), move |c| c.data_dir = Some(dir)).await;
+    let (status, view) = get(&s, &format!("/v1/sessions/{crashed}")).await;
+    assert_eq!(
+        (status, view["state"].as_str()),
+        (200, Some("stopped")),
+        "{view}"
+    );
+    assert!(
+        view["reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("service_restarted"),
+        "{view}"
+    );
+    // A session open at a graceful stop is stopped by it, and says so after the restart.
+    let id = create(&s).await;
+    s.stop().await;
+    let dir = data.clone();
+    let s = Service::fake(FakeRunner::new(), move |c| c.data_dir = Some(dir)).await;
+    let (status, view) = get(&s, &format!("/v1/sessions/{id}")).await;
+    assert_eq!(
+        (status, view["state"].as_str()),
+        (200, Some("stopped")),
+        "{view}"
+    );
+    assert!(
+        view["reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("service_stopped"),
+        "{view}"
+    );
+    let (status, refused) = s
+        .post(
+            &format!("/v1/sessions/{id}/exec"),
+            &json!({"command": "true"}),
+        )
+        .await;
+    assert_eq!(
+        (status, error_type(&refused)),
+        (409, Some("session_stopped"))
+    );
+    s.stop().await;
+}
