@@ -73,7 +73,8 @@ pub struct SessionSettings {
     pub max_duration_secs: u64,
     /// The most commands a request may allow a session (and the default).
     pub max_commands: u64,
-    /// Output kept per command and stream, for `…/output` (the rest is counted, not kept).
+    /// Output kept per command and stream, for `…/output` (the rest is counted, not kept). Over
+    /// its history a session keeps four commands' worth; older output goes first.
     pub output_keep_bytes: u64,
     /// Output a command's result carries per stream (the rest is paged with `…/output`).
     pub result_output_bytes: u64,

@@ -21,6 +21,9 @@ use crate::sandbox::sessions::{
     Chunk, CommandEnd, CommandSpec, Ended, ExecMode, OutputStream, ScriptLanguage, SessionFault,
 };
 
+/// Whole commands' output (both streams at `output_keep_bytes`) a session keeps over its history.
+const OUTPUT_BUDGET_COMMANDS: u64 = 4;
+
 /// Beyond a command's timeout, how long the service waits for the sandbox to end it.
 const BACKSTOP: Duration = Duration::from_secs(30);
 
@@ -122,6 +125,20 @@ impl RunningCommand {
             kept_bytes: kept.len() as u64,
             finished: self.finished(),
         }
+    }
+
+    fn kept_bytes(&self) -> u64 {
+        let r = self.record.lock().expect("command lock");
+        (r.stdout.len() + r.stderr.len()) as u64
+    }
+
+    /// Forgets the kept output (the totals stay); the bytes it freed.
+    fn drop_output(&self) -> u64 {
+        let mut r = self.record.lock().expect("command lock");
+        let freed = (r.stdout.len() + r.stderr.len()) as u64;
+        r.stdout = Vec::new();
+        r.stderr = Vec::new();
+        freed
     }
 
     fn push(&self, chunk: &Chunk, keep: u64) {
@@ -240,6 +257,14 @@ impl Sessions {
         })
     }
 
+    /// Output bytes a session keeps over its history: that of [`OUTPUT_BUDGET_COMMANDS`]
+    /// commands that each kept their maximum.
+    fn output_budget(&self) -> u64 {
+        self.settings
+            .output_keep_bytes
+            .saturating_mul(2 * OUTPUT_BUDGET_COMMANDS)
+    }
+
     fn timeout(&self, secs: Option<u64>) -> Result<Duration, SessionError> {
         let secs = secs.unwrap_or(self.execution.default_timeout_secs);
         if !(1..=self.execution.max_timeout_secs).contains(&secs) {
@@ -277,6 +302,7 @@ impl Sessions {
                 &mut live.history,
                 command.clone(),
                 self.settings.history_commands,
+                self.output_budget(),
             );
             live.shell.cwd.clone()
         };
@@ -325,6 +351,7 @@ impl Sessions {
                 &mut live.history,
                 command.clone(),
                 self.settings.history_commands,
+                self.output_budget(),
             );
             command.end(|r| describe(r, &end, cwd));
             match lost {
@@ -408,16 +435,28 @@ pub(super) fn ensure_serving(live: &super::Live) -> Result<(), SessionError> {
     }
 }
 
+/// Adds `command` to the history, keeping at most `keep` commands and at most `budget` bytes of
+/// kept output: older commands' output goes first (their records and totals stay, so their
+/// pages say they kept less).
 fn remember(
     history: &mut std::collections::VecDeque<Arc<RunningCommand>>,
     command: Arc<RunningCommand>,
     keep: usize,
+    budget: u64,
 ) {
     if !history.iter().any(|c| c.id == command.id) {
         history.push_back(command);
     }
     while history.len() > keep.max(1) {
         history.pop_front();
+    }
+    let mut kept: u64 = history.iter().map(|c| c.kept_bytes()).sum();
+    let older = history.len().saturating_sub(1);
+    for c in history.iter().take(older) {
+        if kept <= budget {
+            break;
+        }
+        kept -= c.drop_output();
     }
 }
 
@@ -526,4 +565,49 @@ fn describe(
             format!("the command could not start: {}", e.warnings.join("; ")),
         )),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(bytes: usize) -> Arc<RunningCommand> {
+        let c = Arc::new(RunningCommand {
+            id: Uuid::new_v4(),
+            kind: "command",
+            text: "x".into(),
+            verdict: Verdict {
+                language: Language::Bash,
+                valid: true,
+                layer: None,
+                findings: Vec::new(),
+            },
+            started_at: OffsetDateTime::now_utc(),
+            record: Mutex::new(CommandRecord::default()),
+            done: watch::channel(false).0,
+        });
+        let chunk = Chunk {
+            stream: OutputStream::Stdout,
+            bytes: vec![b'a'; bytes].into(),
+        };
+        c.push(&chunk, u64::MAX);
+        c.end(|r| r.stdout_total = bytes as u64);
+        c
+    }
+
+    #[test]
+    fn older_output_goes_first_when_the_history_is_over_its_budget() {
+        let mut history = std::collections::VecDeque::new();
+        for _ in 0..3 {
+            remember(&mut history, command(40), 10, 100);
+        }
+        let kept: Vec<u64> = history.iter().map(|c| c.kept_bytes()).collect();
+        assert_eq!(kept, vec![0, 40, 40]);
+        let page = history[0].page(OutputStream::Stdout, 0, 10);
+        assert_eq!((page.kept_bytes, page.total_bytes), (0, 40));
+        for _ in 0..20 {
+            remember(&mut history, command(1), 10, 100);
+        }
+        assert_eq!(history.len(), 10);
+    }
 }
