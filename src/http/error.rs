@@ -193,8 +193,12 @@ impl From<SessionError> for ApiError {
                 typed(StatusCode::INSUFFICIENT_STORAGE, "workspace_full")
             }
             SessionError::File(FileFailure::Failed, _) => typed(StatusCode::CONFLICT, "file_error"),
+            // A session that could not start (no engine, no image, an image whose supervisor
+            // predates sessions, a container that did not become ready): retry later.
             SessionError::Sandbox(
-                SandboxError::EngineUnavailable(_) | SandboxError::ImageMissing(_),
+                SandboxError::EngineUnavailable(_)
+                | SandboxError::ImageMissing(_)
+                | SandboxError::StartFailed(_),
             ) => ApiError::EngineUnavailable(e.to_string()),
             SessionError::Sandbox(_) => ApiError::Internal(Box::new(e)),
         }

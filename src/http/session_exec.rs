@@ -211,6 +211,7 @@ pub(super) async fn exec(
     params(("id" = Uuid, Path, description = "The session id")),
     request_body = ExecIn,
     responses(
+        (status = 400, description = "An id is not a UUID, or a parameter is out of range.", body = ErrorBody),
         (status = 200, description = "`text/event-stream`: `command`, then `stdout`/`stderr` chunks, then `result` (a `CommandOut`).", content_type = "text/event-stream"),
         (status = 404, description = "No such session.", body = ErrorBody),
         (status = 409, description = "`session_busy` or `session_stopped`.", body = ErrorBody),
@@ -273,6 +274,8 @@ fn events(id: Uuid, started: Started, carry: u64) -> impl Stream<Item = Result<E
         ("command_id" = Uuid, Path, description = "The command id"),
     ),
     responses(
+        (status = 409, description = "`session_busy` or `session_stopped`.", body = ErrorBody),
+        (status = 400, description = "An id is not a UUID, or a parameter is out of range.", body = ErrorBody),
         (status = 200, description = "The command has ended (killed, or it had ended before).", body = CommandOut),
         (status = 404, description = "No such session (`session_not_found`) or command (`command_not_found`).", body = ErrorBody),
     ),
@@ -344,6 +347,7 @@ const MAX_PAGE: u64 = 1 << 20;
         OutputQuery,
     ),
     responses(
+        (status = 400, description = "An id is not a UUID, or a parameter is out of range.", body = ErrorBody),
         (status = 200, description = "A page with the totals.", body = OutputOut),
         (status = 404, description = "No such session or command.", body = ErrorBody),
     ),
@@ -423,6 +427,7 @@ pub(super) struct HistoryOut {
     operation_id = "session_history",
     params(("id" = Uuid, Path, description = "The session id")),
     responses(
+        (status = 400, description = "An id is not a UUID, or a parameter is out of range.", body = ErrorBody),
         (status = 200, description = "The commands.", body = HistoryOut),
         (status = 404, description = "No such session.", body = ErrorBody),
     ),

@@ -85,6 +85,7 @@ pub(super) async fn upload(
         ("path" = String, Path, description = "Relative to /workspace"),
     ),
     responses(
+        (status = 409, description = "`session_busy` or `session_stopped`.", body = ErrorBody),
         (status = 200, description = "The file's bytes.", content_type = "application/octet-stream"),
         (status = 400, description = "`invalid_path`.", body = ErrorBody),
         (status = 404, description = "No such session (`session_not_found`) or file (`file_not_found`).", body = ErrorBody),
@@ -113,6 +114,7 @@ pub(super) async fn download(
     ),
     responses(
         (status = 204, description = "Deleted."),
+        (status = 409, description = "`session_stopped`.", body = ErrorBody),
         (status = 400, description = "`invalid_path`.", body = ErrorBody),
         (status = 404, description = "No such session or file.", body = ErrorBody),
     ),
@@ -150,6 +152,7 @@ pub(super) struct ListQuery {
     operation_id = "session_file_list",
     params(("id" = Uuid, Path, description = "The session id"), ListQuery),
     responses(
+        (status = 409, description = "`session_busy` or `session_stopped`.", body = ErrorBody),
         (status = 200, description = "`{kind: listed, tree, entries, truncated}`.", body = serde_json::Value),
         (status = 400, description = "`invalid_path`, or a depth out of range.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody),

@@ -250,6 +250,7 @@ pub(super) async fn list(
     operation_id = "session_get",
     params(("id" = Uuid, Path, description = "The session id")),
     responses(
+        (status = 400, description = "An id is not a UUID, or a parameter is out of range.", body = ErrorBody),
         (status = 200, description = "The session (a stopped one while it is retained, with its `reason`).", body = SessionOut),
         (status = 404, description = "No such session.", body = ErrorBody,
             example = json!({"error": {"type": "session_not_found", "message": "no session with this id"}})),
@@ -274,6 +275,7 @@ pub(super) async fn get(
     operation_id = "session_destroy",
     params(("id" = Uuid, Path, description = "The session id")),
     responses(
+        (status = 400, description = "An id is not a UUID, or a parameter is out of range.", body = ErrorBody),
         (status = 204, description = "The session is stopped and its container removed."),
         (status = 404, description = "No such session.", body = ErrorBody),
     ),
