@@ -51,6 +51,62 @@ pub struct Config {
     pub policy: PolicySettings,
     /// The egress proxy of sandboxes that opt in to network access.
     pub egress: EgressSettings,
+    /// Persistent sessions (`/v1/sessions`): caps, timeouts and what each keeps.
+    pub sessions: SessionSettings,
+}
+
+/// Persistent sessions: how many, how long, and what a session keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionSettings {
+    /// Sessions one agent may hold at once (stopped ones do not count); 429 beyond.
+    pub max_per_agent: usize,
+    /// Sessions the service holds at once; 429 beyond.
+    pub max_total: usize,
+    /// Idle time after which a session stops, unless the request names its own.
+    pub default_idle_timeout_secs: u64,
+    /// The longest idle timeout a request may ask for.
+    pub max_idle_timeout_secs: u64,
+    /// A session's lifetime, unless the request names its own.
+    pub default_max_duration_secs: u64,
+    /// The longest lifetime a request may ask for.
+    pub max_duration_secs: u64,
+    /// The most commands a request may allow a session (and the default).
+    pub max_commands: u64,
+    /// Output kept per command and stream, for `…/output` (the rest is counted, not kept). Over
+    /// its history a session keeps four commands' worth; older output goes first.
+    pub output_keep_bytes: u64,
+    /// Output a command's result carries per stream (the rest is paged with `…/output`).
+    pub result_output_bytes: u64,
+    /// Commands whose record (and output) a session keeps, newest first.
+    pub history_commands: usize,
+    /// How long a stopped session's record still answers `GET`.
+    pub retention_secs: u64,
+    /// A client that disconnects from `…/exec` or `…/exec/stream` kills its command (otherwise
+    /// it runs to its end or timeout, its result kept in the history).
+    pub kill_on_disconnect: bool,
+    /// How often expiry (idle, lifetime) is checked.
+    pub sweep_interval_secs: u64,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            max_per_agent: 4,
+            max_total: 32,
+            default_idle_timeout_secs: 1800,
+            max_idle_timeout_secs: 86_400,
+            default_max_duration_secs: 14_400,
+            max_duration_secs: 86_400,
+            max_commands: 100_000,
+            output_keep_bytes: 16 << 20,
+            result_output_bytes: 1 << 20,
+            history_commands: 200,
+            retention_secs: 3600,
+            kill_on_disconnect: false,
+            sweep_interval_secs: 1,
+        }
+    }
 }
 
 /// The MCP endpoint (`/mcp`) of the HTTP service.
@@ -91,6 +147,7 @@ impl Default for Config {
             artifacts: ArtifactSettings::default(),
             policy: PolicySettings::default(),
             egress: EgressSettings::default(),
+            sessions: SessionSettings::default(),
         }
     }
 }

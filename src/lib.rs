@@ -27,6 +27,7 @@ pub mod policy;
 pub mod rules;
 #[allow(unreachable_pub)]
 pub mod sandbox;
+pub(crate) mod sessions;
 pub mod store;
 #[allow(unreachable_pub)]
 pub mod validate;
@@ -90,6 +91,7 @@ pub fn validator(config: &Config) -> Result<Validator, RuleError> {
 pub struct App {
     pub router: axum::Router,
     executions: Arc<Executions>,
+    sessions: Arc<sessions::Sessions>,
     runner: Arc<dyn Runner>,
     /// Ends open MCP streams, so a graceful shutdown does not wait for them.
     mcp_shutdown: tokio_util::sync::CancellationToken,
@@ -111,10 +113,28 @@ impl App {
         let artifacts = artifacts::ArtifactStore::open(&data, config.artifacts.clone())?;
         let mcp_shutdown = tokio_util::sync::CancellationToken::new();
         artifacts.clone().spawn_sweeper(mcp_shutdown.clone());
+        let profiles = Arc::new(
+            config
+                .sandbox
+                .resolved_profiles()
+                .map_err(StartError::Profiles)?,
+        );
+        let store = Store::open(&data)?;
+        let sessions = sessions::Sessions::start(sessions::SessionDeps {
+            runner: runner.clone(),
+            validator: validator.clone(),
+            settings: config.sessions.clone(),
+            execution: config.execution.clone(),
+            limits: config.sandbox.limits.clone(),
+            profiles: profiles.clone(),
+            node: config.sandbox.instance.clone(),
+            store: store.clone(),
+        })
+        .await?;
         let executions = Executions::start(Deps {
             validator,
             runner: runner.clone(),
-            store: Store::open(&data)?,
+            store,
             artifacts,
             policy: ApprovalPolicy {
                 mode: config.approval,
@@ -138,19 +158,16 @@ impl App {
         });
         let router = http::router(http::AppState {
             executions: executions.clone(),
+            sessions: sessions.clone(),
             auth: Arc::new(auth),
             tools: Arc::new(Catalog::new(config)),
-            profiles: Arc::new(
-                config
-                    .sandbox
-                    .resolved_profiles()
-                    .map_err(StartError::Profiles)?,
-            ),
+            profiles,
             mcp,
         });
         Ok(App {
             router,
             executions,
+            sessions,
             runner,
             mcp_shutdown,
         })
@@ -171,6 +188,7 @@ impl App {
     pub async fn shutdown(&self) {
         self.mcp_shutdown.cancel();
         self.executions.shutdown().await;
+        self.sessions.shutdown().await;
         self.runner.shutdown().await;
     }
 }

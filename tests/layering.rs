@@ -14,6 +14,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "http",
         &[
             "executions",
+            "sessions",
             "config",
             "metrics",
             "auth",

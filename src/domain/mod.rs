@@ -6,5 +6,6 @@
 pub mod content;
 pub mod record;
 pub mod script;
+pub mod session;
 pub mod verdict;
 pub mod work;

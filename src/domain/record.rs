@@ -243,6 +243,8 @@ pub enum ErrorKind {
     PolicyViolation,
     /// A job that is no longer a well-formed job of a protocol version this service speaks.
     SchemaError,
+    /// A session command ended by `POST …/commands/{command_id}/kill`.
+    Killed,
 }
 
 impl ErrorKind {

@@ -92,7 +92,8 @@ fn protocol_type(kind: ErrorKind) -> ErrorType {
         ErrorKind::Denied | ErrorKind::ApprovalTimeout => ErrorType::PolicyViolation,
         ErrorKind::Timeout => ErrorType::Timeout,
         ErrorKind::ResourceLimitExceeded => ErrorType::ResourceLimitExceeded,
-        ErrorKind::ExecutionFailure => ErrorType::ExecutionFailure,
+        // A job is never killed by a session's kill; should one be, it failed while running.
+        ErrorKind::ExecutionFailure | ErrorKind::Killed => ErrorType::ExecutionFailure,
         ErrorKind::InternalError => ErrorType::InternalError,
     }
 }

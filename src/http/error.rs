@@ -11,6 +11,8 @@ use serde::Serialize;
 use crate::artifacts::ArtifactError;
 use crate::auth::AuthError;
 use crate::executions::{ExecError, Refused};
+use crate::sandbox::SandboxError;
+use crate::sessions::{FileFailure, SessionError};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ApiError {
@@ -37,6 +39,14 @@ pub(crate) enum ApiError {
     /// The container engine (or the runner image) is not available.
     #[error("{0}")]
     EngineUnavailable(String),
+    /// A session's own answers (`session_not_found`, `session_busy`, `session_stopped`,
+    /// `workspace_full`, …), each with its status.
+    #[error("{message}")]
+    Session {
+        status: StatusCode,
+        kind: &'static str,
+        message: String,
+    },
     /// Anything else on our side: logged with its detail, answered generically.
     #[error("internal error")]
     Internal(#[source] Box<dyn StdError + Send + Sync>),
@@ -67,6 +77,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::EngineUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Session { status, .. } => *status,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -83,6 +94,7 @@ impl ApiError {
             ApiError::Conflict(_) => "conflict",
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::EngineUnavailable(_) => "engine_unavailable",
+            ApiError::Session { kind, .. } => kind,
             ApiError::Internal(_) => "internal_error",
         }
     }
@@ -110,6 +122,7 @@ impl IntoResponse for ApiError {
         }
         let retry = match &self {
             ApiError::Overloaded { retry_after_secs } => Some(*retry_after_secs),
+            ApiError::Session { status, .. } if *status == StatusCode::TOO_MANY_REQUESTS => Some(5),
             ApiError::EngineUnavailable(_) => Some(5),
             _ => None,
         };
@@ -151,6 +164,45 @@ impl From<ExecError> for ApiError {
                 ApiError::Conflict(e.to_string())
             }
             ExecError::Store(s) => ApiError::Internal(s.into()),
+        }
+    }
+}
+
+impl From<SessionError> for ApiError {
+    fn from(e: SessionError) -> Self {
+        let typed = |status, kind| ApiError::Session {
+            status,
+            kind,
+            message: e.to_string(),
+        };
+        match &e {
+            SessionError::NotFound => typed(StatusCode::NOT_FOUND, "session_not_found"),
+            SessionError::Busy(_) => typed(StatusCode::CONFLICT, "session_busy"),
+            SessionError::Stopped(_) => typed(StatusCode::CONFLICT, "session_stopped"),
+            SessionError::CommandNotFound => typed(StatusCode::NOT_FOUND, "command_not_found"),
+            SessionError::Invalid(m) => ApiError::Schema(m.clone()),
+            SessionError::TooMany(_) => typed(StatusCode::TOO_MANY_REQUESTS, "too_many_sessions"),
+            SessionError::Rejected(_) => {
+                typed(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed")
+            }
+            SessionError::File(FileFailure::Path, _) => {
+                typed(StatusCode::BAD_REQUEST, "invalid_path")
+            }
+            SessionError::File(FileFailure::NotFound, _) => {
+                typed(StatusCode::NOT_FOUND, "file_not_found")
+            }
+            SessionError::File(FileFailure::Full, _) => {
+                typed(StatusCode::INSUFFICIENT_STORAGE, "workspace_full")
+            }
+            SessionError::File(FileFailure::Failed, _) => typed(StatusCode::CONFLICT, "file_error"),
+            // A session that could not start (no engine, no image, an image whose supervisor
+            // predates sessions, a container that did not become ready): retry later.
+            SessionError::Sandbox(
+                SandboxError::EngineUnavailable(_)
+                | SandboxError::ImageMissing(_)
+                | SandboxError::StartFailed(_),
+            ) => ApiError::EngineUnavailable(e.to_string()),
+            SessionError::Sandbox(_) => ApiError::Internal(Box::new(e)),
         }
     }
 }

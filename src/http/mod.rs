@@ -17,6 +17,9 @@ pub mod mcp;
 pub mod openapi;
 mod params;
 mod profiles;
+mod session_exec;
+mod session_files;
+mod sessions;
 mod tools;
 mod validate;
 mod workspace;
@@ -40,6 +43,7 @@ pub(crate) use validate::ValidateIn;
 #[derive(Debug, Clone)]
 pub(crate) struct AppState {
     pub(crate) executions: Arc<Executions>,
+    pub(crate) sessions: Arc<crate::sessions::Sessions>,
     pub(crate) auth: Arc<Authenticator>,
     pub(crate) tools: Arc<catalog::Catalog>,
     /// The deployment's runner profiles.
@@ -79,6 +83,32 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/jobs/{job_id}", get(jobs::get))
         .route("/v1/jobs/{job_id}/artifacts/{*path}", get(jobs::artifact))
         .route("/v1/profiles", get(profiles::list))
+        .route("/v1/sessions", post(sessions::create).get(sessions::list))
+        .route(
+            "/v1/sessions/{id}",
+            get(sessions::get)
+                .delete(sessions::delete)
+                .patch(sessions::patch),
+        )
+        .route("/v1/sessions/{id}/exec", post(session_exec::exec))
+        .route("/v1/sessions/{id}/exec/stream", post(session_exec::exec_stream))
+        .route(
+            "/v1/sessions/{id}/commands/{command_id}/kill",
+            post(session_exec::kill),
+        )
+        .route(
+            "/v1/sessions/{id}/commands/{command_id}/output",
+            get(session_exec::output),
+        )
+        .route("/v1/sessions/{id}/history", get(session_exec::history))
+        .route("/v1/sessions/{id}/files", get(session_files::list))
+        .route(
+            "/v1/sessions/{id}/files/{*path}",
+            get(session_files::download)
+                .put(session_files::upload)
+                .delete(session_files::remove)
+                .layer(DefaultBodyLimit::max(session_files::MAX_UPLOAD)),
+        )
         .route("/v1/approvals", get(approvals::list))
         .route("/v1/approvals/{id}", post(approvals::decide))
         .route("/v1/tools", get(tools::list))

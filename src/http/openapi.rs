@@ -16,7 +16,8 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder, Sch
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    AppState, approvals, artifacts, execute, executions, health, jobs, profiles, tools, validate,
+    AppState, approvals, artifacts, execute, executions, health, jobs, profiles, session_exec,
+    session_files, sessions, tools, validate,
 };
 use crate::config::ExecutionSettings;
 use crate::sandbox::job::Maxima;
@@ -42,6 +43,20 @@ use crate::sandbox::profiles::Profiles;
         approvals::list,
         approvals::decide,
         tools::list,
+        sessions::create,
+        sessions::list,
+        sessions::get,
+        sessions::delete,
+        sessions::patch,
+        session_exec::exec,
+        session_exec::exec_stream,
+        session_exec::kill,
+        session_exec::output,
+        session_exec::history,
+        session_files::upload,
+        session_files::download,
+        session_files::remove,
+        session_files::list,
         health::healthz,
         health::readyz,
         health::metrics,
@@ -53,6 +68,7 @@ use crate::sandbox::profiles::Profiles;
         (name = "execute", description = "Validate and run scripts"),
         (name = "jobs", description = "Run structured jobs (Job protocol 1.0): typed steps in one container, files in, artifacts out"),
         (name = "approvals", description = "Operators approve or deny held executions"),
+        (name = "sessions", description = "Persistent sessions: a sandbox that keeps its workspace, working directory and environment across commands"),
         (name = "tools", description = "Tool definitions for agent frameworks"),
         (name = "health", description = "Liveness and readiness"),
     )

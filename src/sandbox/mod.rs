@@ -15,6 +15,7 @@ pub mod egress;
 pub mod jobs;
 mod output;
 pub mod profiles;
+pub mod sessions;
 
 use std::time::Duration;
 
@@ -365,6 +366,18 @@ pub trait Runner: std::fmt::Debug + Send + Sync + 'static {
         Box::pin(async { Vec::new() })
     }
     fn stats(&self) -> SandboxStats;
+    /// A started session container (`sessions`); runners without sessions refuse.
+    fn open_session(
+        &self,
+        spec: sessions::SessionSpec,
+    ) -> BoxFuture<'_, Result<std::sync::Arc<dyn sessions::SessionBox>, SandboxError>> {
+        let _ = spec;
+        Box::pin(async {
+            Err(SandboxError::StartFailed(
+                "this sandbox does not run sessions".into(),
+            ))
+        })
+    }
     /// Stops taking runs, discards warm containers and waits until every container is removed.
     fn shutdown(&self) -> BoxFuture<'_, ()>;
 }

@@ -13,9 +13,10 @@ use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use crate::domain::record::{ExecutionRecord, Status};
+use crate::domain::session::SessionRecord;
 pub use audit::{AuditEvent, AuditRecord};
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -178,6 +179,39 @@ impl Store {
         .await
     }
 
+    /// Writes a session's record (new or changed).
+    pub async fn save_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        let json = serde_json::to_string(record)?;
+        let (id, agent) = (record.id.to_string(), record.agent.clone());
+        let stopped = record
+            .stopped_at
+            .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO sessions (id, agent, stopped_at, record) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(id) DO UPDATE SET stopped_at = ?3, record = ?4",
+                params![id, agent, stopped, json],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Session records still alive or stopped after `since`; older ones are deleted.
+    pub async fn sessions_since(
+        &self,
+        since: OffsetDateTime,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        let since = (since.unix_timestamp_nanos() / 1_000_000) as i64;
+        self.with(move |conn| {
+            conn.execute("DELETE FROM sessions WHERE stopped_at < ?1", params![since])?;
+            let mut stmt = conn.prepare("SELECT record FROM sessions")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.map(|json| Ok(serde_json::from_str(&json?)?)).collect()
+        })
+        .await
+    }
+
     /// The last `n` audit records, oldest first.
     pub async fn audit_tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
         self.with(move |conn| {
@@ -217,13 +251,27 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     if version < 1 {
         create_v1(conn)?;
     }
-    // Version 2: jobs, found by their own id, which no two executions share.
+    if version < 2 {
+        // Version 2: jobs, found by their own id, which no two executions share.
+        conn.execute_batch(
+            "BEGIN;
+             ALTER TABLE executions ADD COLUMN job_id TEXT;
+             CREATE UNIQUE INDEX IF NOT EXISTS executions_by_job ON executions(job_id)
+                 WHERE job_id IS NOT NULL;
+             PRAGMA user_version = 2;
+             COMMIT;",
+        )?;
+    }
+    // Version 3: session records, so a restart accounts for every session it finds.
     conn.execute_batch(
         "BEGIN;
-         ALTER TABLE executions ADD COLUMN job_id TEXT;
-         CREATE UNIQUE INDEX IF NOT EXISTS executions_by_job ON executions(job_id)
-             WHERE job_id IS NOT NULL;
-         PRAGMA user_version = 2;
+         CREATE TABLE IF NOT EXISTS sessions (
+             id TEXT PRIMARY KEY,
+             agent TEXT NOT NULL,
+             stopped_at INTEGER,
+             record TEXT NOT NULL
+         );
+         PRAGMA user_version = 3;
          COMMIT;",
     )
 }
@@ -352,4 +400,71 @@ fn read_audit(conn: &Connection, limit: Option<usize>) -> Result<Vec<AuditRecord
         })
     })?;
     rows.collect::<Result<_, _>>().map_err(Into::into)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tables_and_columns(conn: &Connection) -> (Vec<String>, Vec<String>) {
+        let mut t = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .expect("query");
+        let tables = t
+            .query_map([], |r| r.get(0))
+            .expect("rows")
+            .collect::<Result<Vec<String>, _>>()
+            .expect("names");
+        let mut c = conn
+            .prepare("SELECT name FROM pragma_table_info('executions')")
+            .expect("query");
+        let columns = c
+            .query_map([], |r| r.get(0))
+            .expect("rows")
+            .collect::<Result<Vec<String>, _>>()
+            .expect("names");
+        (tables, columns)
+    }
+
+    #[test]
+    fn a_version_1_database_keeps_its_rows_and_gains_jobs_and_sessions() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("scriptgate.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            create_v1(&conn).expect("v1");
+            conn.execute(
+                "INSERT INTO executions (id, status, agent, created_at, updated_at, record)
+                 VALUES ('x', 'succeeded', 'a', 1, 1, '{}')",
+                [],
+            )
+            .expect("row");
+        }
+        let conn = connect(&path).expect("migrated");
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        let (tables, columns) = tables_and_columns(&conn);
+        assert!(tables.contains(&"sessions".to_string()), "{tables:?}");
+        assert!(columns.contains(&"job_id".to_string()), "{columns:?}");
+        let rows: i64 = conn
+            .query_row("SELECT count(*) FROM executions", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(rows, 1);
+        drop(conn);
+        // Opening again is a no-op at the current version.
+        connect(&path).expect("reopened");
+    }
+
+    #[test]
+    fn a_new_database_has_the_whole_schema() {
+        let dir = tempfile::tempdir().expect("dir");
+        let conn = connect(&dir.path().join("scriptgate.db")).expect("created");
+        let (tables, columns) = tables_and_columns(&conn);
+        for t in ["audit", "executions", "sessions"] {
+            assert!(tables.contains(&t.to_string()), "{tables:?}");
+        }
+        assert!(columns.contains(&"job_id".to_string()), "{columns:?}");
+    }
 }

@@ -272,6 +272,33 @@ impl Validator {
         );
     }
 
+    /// Secrets in text that is not a script (a session's environment values and uploaded
+    /// files): the secret rules' patterns, redacted, with their line and column.
+    pub fn scan_secrets(&self, text: &str) -> Vec<Finding> {
+        let rules = &self.inner.rules.secrets;
+        let pos = Positions::new(text);
+        rules
+            .scan(text)
+            .into_iter()
+            .map(|m| {
+                let rule = &rules.rules[m.rule].meta;
+                let (line, column) = pos.at(m.start);
+                Finding {
+                    layer: Layer::Secrets,
+                    rule: rule.id.clone(),
+                    severity: rule.severity,
+                    message: format!(
+                        "{}: {}",
+                        rule.message,
+                        crate::rules::secret::redact(&text[m.start..m.end])
+                    ),
+                    line,
+                    column,
+                }
+            })
+            .collect()
+    }
+
     /// Every finding of every layer, without stopping at the first rejection (for rule tests and
     /// diagnostics).
     pub fn inspect(&self, script: &Script) -> Vec<Finding> {

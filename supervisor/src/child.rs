@@ -19,7 +19,7 @@ use crate::sys;
 
 /// The Python program that waits on fd 3 for the script, then runs it as `__main__` with
 /// tracebacks that show `<script>` and its lines (not this bootstrap).
-const PYTHON_BOOTSTRAP: &str = r#"def _scriptgate_main():
+pub(crate) const PYTHON_BOOTSTRAP: &str = r#"def _scriptgate_main():
     import os, sys, linecache, traceback
     # Ready for a run-time policy: the exec floor (a Landlock ruleset, or "none" where Landlock is
     # unavailable) to apply once the script is read.

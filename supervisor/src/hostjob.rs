@@ -104,7 +104,7 @@ fn json(value: &impl serde::Serialize) -> Result<Vec<u8>, String> {
 }
 
 /// Frames on stdout, the host's attach stream.
-struct Frames;
+pub(crate) struct Frames;
 
 impl ArtifactOut for Frames {
     fn begin(&mut self, begin: &ArtifactBegin) -> Result<(), String> {

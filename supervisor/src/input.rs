@@ -4,6 +4,7 @@
 use std::os::fd::RawFd;
 
 use scriptgate_supervisor::job::HARD_MAX_MESSAGE;
+use scriptgate_supervisor::sessions::OpenSession;
 use scriptgate_supervisor::{HostKind, Job, MAX_FRAME, MessageAssembler, RawFrameDecoder, RunJob};
 
 const STDIN: RawFd = 0;
@@ -17,13 +18,15 @@ pub(crate) enum First {
     Script(Job),
     /// A job; the stream stays open for further messages.
     RunJob(Box<RunJob>, HostInput),
+    /// A session; the stream stays open for its messages (`session`).
+    Session(Box<OpenSession>, HostInput),
 }
 
 /// Reads the host's first message from stdin (blocking); the stream then turns non-blocking for
 /// a job.
 pub(crate) fn read_first() -> Result<First, String> {
     let first = first_message(&mut Stdin)?;
-    if matches!(first, First::RunJob(..)) {
+    if matches!(first, First::RunJob(..) | First::Session(..)) {
         set_nonblocking()?;
     }
     Ok(first)
@@ -44,6 +47,11 @@ fn first_message(input: &mut impl std::io::Read) -> Result<First, String> {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         if let Some((kind, message)) = host.next_message()? {
+            if kind == HostKind::OpenSession as u8 {
+                let open: OpenSession = serde_json::from_slice(&message)
+                    .map_err(|e| format!("malformed session message: {e}"))?;
+                return Ok(First::Session(Box::new(open), host));
+            }
             if kind != HostKind::RunJob as u8 {
                 return Err(format!("expected a job, got a message of kind {kind}"));
             }
@@ -137,6 +145,45 @@ impl HostInput {
             )),
             None => Ok(()),
         }
+    }
+
+    /// Session mode: every complete message that arrived, without blocking. Padding is skipped,
+    /// and a frame that makes no sense (what a host that died mid-message leaves) drops what is
+    /// buffered instead of ending the session; the messages then lost are answered by nothing,
+    /// and a host that attached again asks once more.
+    pub(crate) fn session_messages(&mut self) -> Vec<(u8, Vec<u8>)> {
+        let mut buf = [0u8; 64 * 1024];
+        while !self.closed {
+            // SAFETY: reading into a local buffer of its own length from stdin.
+            let n = unsafe { libc::read(STDIN, buf.as_mut_ptr().cast(), buf.len()) };
+            match n {
+                0 => self.closed = true,
+                n if n > 0 => self.decoder.push(&buf[..n as usize]),
+                _ => match std::io::Error::last_os_error().kind() {
+                    std::io::ErrorKind::WouldBlock => break,
+                    std::io::ErrorKind::Interrupted => continue,
+                    _ => self.closed = true,
+                },
+            }
+        }
+        let mut out = Vec::new();
+        loop {
+            self.decoder.skip_padding();
+            match self.next_message() {
+                Ok(Some(message)) => out.push(message),
+                Ok(None) => return out,
+                Err(_) => {
+                    self.decoder.clear();
+                    self.assembler.reset();
+                    return out;
+                }
+            }
+        }
+    }
+
+    /// Whether the host closed the stream for good.
+    pub(crate) fn closed(&self) -> bool {
+        self.closed
     }
 
     fn next_message(&mut self) -> Result<Option<(u8, Vec<u8>)>, String> {

@@ -43,6 +43,10 @@
 //! ([`encode_message`], [`MessageAssembler`]), at most [`job::HARD_MAX_MESSAGE`] bytes. Artifacts
 //! stream in [`ARTIFACT_CHUNK`]-byte `ArtifactData` frames and are never held whole.
 //!
+//! A session (`sessions`, to a supervisor whose `Ready` lists [`sessions::FEATURE_SESSIONS`]) is
+//! one more form of that stream: many commands, file operations and kills, each answered by frames
+//! that name it.
+//!
 //! The protocol only grows: new [`Job`] fields are only sent when set, new `Ready`/`Exit` fields
 //! are optional, new frame kinds are only sent to a peer that asked for them (a job only to a
 //! supervisor announcing [`FEATURE_JOBS`]), so every runner image keeps working with a newer
@@ -61,6 +65,7 @@ pub use stream::{
 
 pub mod enforcement;
 pub mod forward;
+pub mod sessions;
 
 use serde::{Deserialize, Serialize};
 
@@ -190,6 +195,12 @@ pub enum FrameKind {
     ArtifactData = 10,
     ArtifactEnd = 11,
     JobEnd = 12,
+    /// Session frames (only to a host that opened a session: `sessions`).
+    SessionState = 13,
+    CommandOutput = 14,
+    CommandEnd = 15,
+    FileDone = 16,
+    Refused = 17,
     /// The payload continues in the next frame; the message's kind is its last frame's.
     More = 127,
     /// An [`enforcement::EventBatch`] (only for a job with `enforce`).
@@ -213,6 +224,11 @@ impl FrameKind {
             10 => FrameKind::ArtifactData,
             11 => FrameKind::ArtifactEnd,
             12 => FrameKind::JobEnd,
+            13 => FrameKind::SessionState,
+            14 => FrameKind::CommandOutput,
+            15 => FrameKind::CommandEnd,
+            16 => FrameKind::FileDone,
+            17 => FrameKind::Refused,
             127 => FrameKind::More,
             20 => FrameKind::Events,
             21 => FrameKind::ApprovalRequest,

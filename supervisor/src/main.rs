@@ -8,7 +8,9 @@
 //!   stderr as frames with per-stream caps, reaps every process in the container, and ends with
 //!   an `Exit` frame that carries the job's nonce, the exit status and the resource usage;
 //! - a job of the job protocol (`RunJob`, see `agent`): it discards the interpreter, runs the
-//!   steps, streams step results and artifacts, and ends with a `JobEnd` frame.
+//!   steps, streams step results and artifacts, and ends with a `JobEnd` frame;
+//! - a session (`OpenSession`, see `session`): it serves commands, file operations and jobs
+//!   until the host removes the container or the session's time is up.
 //!
 //! Then it exits, which stops the container.
 //!
@@ -39,6 +41,7 @@ mod identity;
 mod input;
 mod pipes;
 mod relay;
+mod session;
 mod standalone;
 mod sys;
 mod usage;
@@ -46,6 +49,7 @@ mod usage;
 use std::io::Write;
 use std::sync::Arc;
 
+use scriptgate_supervisor::sessions::FEATURE_SESSIONS;
 use scriptgate_supervisor::{
     Failure, FrameKind, Job, PROTOCOL_VERSION, Ready, encode_frame, encode_message,
 };
@@ -78,7 +82,11 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
         language: language.to_string(),
         script_uid: split.map(|s| s.script_uid),
         supervisor_version: Some(env!("CARGO_PKG_VERSION").to_string()),
-        features: enforced::features(split),
+        features: {
+            let mut features = enforced::features(split);
+            features.push(FEATURE_SESSIONS.to_string());
+            features
+        },
     };
     emit(
         FrameKind::Ready,
@@ -92,6 +100,10 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
             // The interpreter started for a script is not part of a job (the agent kills it).
             drop(launch);
             hostjob::serve(*job, input, split, sigchld)
+        }
+        input::First::Session(open, input) => {
+            drop(launch);
+            session::serve(*open, input, split, sigchld)
         }
     }
 }

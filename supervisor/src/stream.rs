@@ -19,6 +19,13 @@ const MORE: u8 = FrameKind::More as u8;
 #[repr(u8)]
 pub enum HostKind {
     RunJob = 1,
+    /// Session messages (`sessions`): the first opens one, the others only follow it.
+    OpenSession = 2,
+    Exec = 3,
+    Kill = 4,
+    File = 5,
+    Resume = 6,
+    SetEnv = 7,
     /// An approval decision (`enforcement::ApprovalDecision`), after a job with a policy.
     ApprovalDecision = 21,
     More = 127,
@@ -28,6 +35,12 @@ impl HostKind {
     pub fn from_u8(b: u8) -> Option<Self> {
         match b {
             1 => Some(HostKind::RunJob),
+            2 => Some(HostKind::OpenSession),
+            3 => Some(HostKind::Exec),
+            4 => Some(HostKind::Kill),
+            5 => Some(HostKind::File),
+            6 => Some(HostKind::Resume),
+            7 => Some(HostKind::SetEnv),
             21 => Some(HostKind::ApprovalDecision),
             127 => Some(HostKind::More),
             _ => None,
@@ -151,6 +164,19 @@ impl RawFrameDecoder {
     pub fn pending(&self) -> usize {
         self.buf.len() - self.at
     }
+
+    /// Skips zero bytes where a frame would start (a session's padding, `sessions::PADDING`).
+    pub fn skip_padding(&mut self) {
+        while self.buf.get(self.at) == Some(&0) {
+            self.at += 1;
+        }
+    }
+
+    /// Drops everything buffered (after a frame that made no sense).
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.at = 0;
+    }
 }
 
 /// Joins `More` frames and the frame that ends their message, up to a size limit.
@@ -193,6 +219,11 @@ impl MessageAssembler {
     /// Whether a message is half received.
     pub fn in_progress(&self) -> bool {
         !self.parts.is_empty()
+    }
+
+    /// Forgets a half-received message.
+    pub fn reset(&mut self) {
+        self.parts.clear();
     }
 }
 

@@ -22,12 +22,16 @@ use scriptgate::sandbox::job::{
     JobError, JobStatus, ReadOutput, ResourceUsage, StepOutput, StepResult, StepStatus,
     WriteOutput,
 };
+use scriptgate::sandbox::sessions::{
+    Chunk, CommandEnd, CommandSpec, Ended, ExecMode, FileAnswer, FileDone, FileError, FileOp,
+    OutputStream, SessionBox, SessionFault, SessionSpec, ShellState,
+};
 use scriptgate::sandbox::{
     ArtifactFile, CappedText, JobOutcome, JobRun, Lease, Readiness, RunOutcome, RunSpec, Runner,
     SandboxError, SandboxStats, Timings, Usage,
 };
 use sha2::{Digest, Sha256};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 
 /// What a registered script prints and how it exits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,6 +222,28 @@ impl Runner for Fake {
         SandboxStats::default()
     }
 
+    fn open_session(
+        &self,
+        spec: SessionSpec,
+    ) -> BoxFuture<'_, Result<Arc<dyn SessionBox>, SandboxError>> {
+        Box::pin(async move {
+            self.0.calls.fetch_add(1, Ordering::SeqCst);
+            if self.0.down {
+                return Err(SandboxError::EngineUnavailable("engine stopped".into()));
+            }
+            self.0.leased.fetch_add(1, Ordering::SeqCst);
+            Ok(Arc::new(FakeSession {
+                id: format!("fake-{}", spec.session_id),
+                runner: self.0.clone(),
+                cwd: Mutex::new("/workspace".into()),
+                env: Mutex::new(spec.env.clone()),
+                files: Mutex::new(HashMap::new()),
+                kill: Notify::new(),
+                closed: AtomicUsize::new(0),
+            }) as Arc<dyn SessionBox>)
+        })
+    }
+
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
@@ -379,5 +405,162 @@ fn fake_step(
             (Some(StepOutput::RunCommand(out)), error)
         }
         _ => (None, None),
+    }
+}
+
+/// A session over the fake runner: a command line prints itself (`cd DIR` changes the working
+/// directory, `BLOCK` waits for [`FakeRunner::release`] or a kill, `EXIT n` exits n); files live
+/// in a map (a path with `FULL` in it does not fit). The session counts as a lease until closed.
+#[derive(Debug)]
+struct FakeSession {
+    id: String,
+    runner: Arc<FakeRunner>,
+    cwd: Mutex<String>,
+    env: Mutex<std::collections::BTreeMap<String, String>>,
+    files: Mutex<HashMap<String, Vec<u8>>>,
+    kill: Notify,
+    closed: AtomicUsize,
+}
+
+impl FakeSession {
+    fn text(mode: &ExecMode) -> String {
+        match mode {
+            ExecMode::Line { line } => line.clone(),
+            ExecMode::Argv { argv } => argv.join(" "),
+            ExecMode::Script { source, .. } => source.clone(),
+        }
+    }
+}
+
+impl SessionBox for FakeSession {
+    fn container_id(&self) -> &str {
+        &self.id
+    }
+
+    fn exec(
+        &self,
+        command: CommandSpec,
+        out: mpsc::UnboundedSender<Chunk>,
+    ) -> BoxFuture<'_, Result<CommandEnd, SessionFault>> {
+        Box::pin(async move {
+            let text = Self::text(command.mode());
+            self.runner.ran.lock().expect("ran lock").push(text.clone());
+            if let Some(dir) = text.strip_prefix("cd ") {
+                *self.cwd.lock().expect("cwd") = dir.trim().to_string();
+            }
+            let line = format!("{text}\n");
+            let _ = out.send(Chunk {
+                stream: OutputStream::Stdout,
+                bytes: line.clone().into(),
+            });
+            let mut ended = Ended::Exited;
+            if text.contains("BLOCK") {
+                tokio::select! {
+                    () = self.runner.release.notified() => {}
+                    () = self.kill.notified() => ended = Ended::Killed,
+                }
+            }
+            let state = ShellState {
+                cwd: self.cwd.lock().expect("cwd").clone(),
+                env: self.env.lock().expect("env").clone(),
+                ..ShellState::default()
+            };
+            Ok(CommandEnd {
+                nonce: String::new(),
+                id: command.id(),
+                ended,
+                exit_code: (ended == Ended::Exited).then(|| marked_exit(&text)),
+                signal: None,
+                stdout_bytes: line.len() as u64,
+                stderr_bytes: 0,
+                usage: Usage::default(),
+                duration_ms: 1,
+                state,
+                warnings: Vec::new(),
+            })
+        })
+    }
+
+    fn kill(&self, _id: uuid::Uuid) -> BoxFuture<'_, Result<(), SessionFault>> {
+        Box::pin(async move {
+            self.kill.notify_one();
+            Ok(())
+        })
+    }
+
+    fn file(&self, op: FileOp, data: Vec<u8>) -> BoxFuture<'_, Result<FileAnswer, SessionFault>> {
+        Box::pin(async move {
+            let mut files = self.files.lock().expect("files");
+            let (result, bytes) = match op {
+                FileOp::Put { path, .. } if path.contains("FULL") => (
+                    Err(FileError::limit(format!("no space left for `{path}`"))),
+                    None,
+                ),
+                FileOp::Put { path, sha256 } => {
+                    let size_bytes = data.len() as u64;
+                    let created = files.insert(path.clone(), data).is_none();
+                    let written = scriptgate_supervisor::job::WriteOutput {
+                        path,
+                        size_bytes,
+                        sha256,
+                        created,
+                    };
+                    (Ok(FileDone::Written(written)), None)
+                }
+                FileOp::Get { path } => match files.get(&path) {
+                    Some(data) => (
+                        Ok(FileDone::Read {
+                            path,
+                            size_bytes: data.len() as u64,
+                            sha256: String::new(),
+                        }),
+                        Some(data.clone()),
+                    ),
+                    None => (
+                        Err(FileError::failure(format!("`{path}` does not exist"))),
+                        None,
+                    ),
+                },
+                FileOp::Delete { path } => match files.remove(&path) {
+                    Some(_) => (Ok(FileDone::Deleted { path, entries: 1 }), None),
+                    None => (
+                        Err(FileError::failure(format!("`{path}` does not exist"))),
+                        None,
+                    ),
+                },
+                FileOp::List { .. } => (
+                    Err(FileError::internal("the fake session does not list")),
+                    None,
+                ),
+            };
+            Ok(FileAnswer { result, bytes })
+        })
+    }
+
+    fn set_env(
+        &self,
+        set: std::collections::BTreeMap<String, String>,
+        unset: Vec<String>,
+    ) -> BoxFuture<'_, Result<ShellState, SessionFault>> {
+        Box::pin(async move {
+            let mut env = self.env.lock().expect("env");
+            env.extend(set);
+            for name in unset {
+                env.remove(&name);
+            }
+            Ok(ShellState {
+                cwd: self.cwd.lock().expect("cwd").clone(),
+                env: env.clone(),
+                aliases: Default::default(),
+            })
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.closed.fetch_add(1, Ordering::SeqCst) == 0 {
+                self.runner.leased.fetch_sub(1, Ordering::SeqCst);
+            }
+        })
     }
 }

@@ -30,3 +30,4 @@ mod runtime_policy;
 mod sandbox_contract;
 mod sandbox_limits;
 mod service;
+mod sessions;

@@ -14,6 +14,7 @@ mod jobrun;
 mod pool;
 mod reaper;
 mod session;
+mod sessionbox;
 pub mod spec;
 
 use std::sync::Arc;
@@ -197,9 +198,21 @@ impl Inner {
         language: Language,
         execution_id: Uuid,
     ) -> Result<Prepared, SandboxError> {
+        self.prepare_in(&self.config, profile, language, execution_id)
+            .await
+    }
+
+    /// [`Inner::prepare`] with other settings than the sandbox's own (a session's limits).
+    async fn prepare_in(
+        self: &Arc<Self>,
+        config: &DockerConfig,
+        profile: &Profile,
+        language: Language,
+        execution_id: Uuid,
+    ) -> Result<Prepared, SandboxError> {
         self.ensure_engine().await?;
         let started = Instant::now();
-        let body = spec::container(&self.config, profile, language, execution_id);
+        let body = spec::container(config, profile, language, execution_id);
         let created = self
             .docker
             .create_container(Some(CreateContainerOptions::default()), body)
@@ -233,9 +246,8 @@ impl Inner {
             .start_container(&created.id, None::<StartContainerOptions>)
             .await
             .map_err(classify)?;
-        let timeout = Duration::from_secs(self.config.start_timeout_secs);
-        let script_uid =
-            spec::separate_identities(&self.config).then(|| spec::sandbox_uid(execution_id));
+        let timeout = Duration::from_secs(config.start_timeout_secs);
+        let script_uid = spec::separate_identities(config).then(|| spec::sandbox_uid(execution_id));
         let prepared = session::Prepared::ready(
             created.id,
             execution_id,
@@ -248,9 +260,8 @@ impl Inner {
         .await?;
         let files = profile.plots.then(|| ArtifactRequest {
             dir: spec::PLOT_DIR.to_string(),
-            max_count: self.config.limits.max_images,
-            max_bytes: self
-                .config
+            max_count: config.limits.max_images,
+            max_bytes: config
                 .limits
                 .max_image_bytes
                 .min(scriptgate_supervisor::MAX_ARTIFACT),
@@ -454,6 +465,21 @@ impl Runner for DockerSandbox {
                 });
             }
             out
+        })
+    }
+
+    fn open_session(
+        &self,
+        spec: crate::sandbox::sessions::SessionSpec,
+    ) -> BoxFuture<'_, Result<Arc<dyn crate::sandbox::sessions::SessionBox>, SandboxError>> {
+        Box::pin(async move {
+            if self.inner.shutdown.is_cancelled() {
+                return Err(SandboxError::EngineUnavailable(
+                    "the service is shutting down".into(),
+                ));
+            }
+            let session = self.inner.open_session(spec).await?;
+            Ok(Arc::new(session) as Arc<dyn crate::sandbox::sessions::SessionBox>)
         })
     }
 

@@ -12,9 +12,9 @@
 
 mod collect;
 mod command;
-mod files;
-mod fsafe;
-mod isolate;
+pub(crate) mod files;
+pub(crate) mod fsafe;
+pub(crate) mod isolate;
 mod patch;
 
 use std::os::fd::RawFd;

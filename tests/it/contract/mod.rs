@@ -7,3 +7,4 @@ mod http_shape;
 mod jobs;
 mod mcp;
 mod openapi;
+mod sessions;

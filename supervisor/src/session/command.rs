@@ -1,0 +1,394 @@
+//! One command of a session: started in a session of its own as the script's uid, in the shell
+//! state's working directory and environment, its output relayed as `CommandOutput` frames that
+//! name it (up to the session's cap per stream, the rest counted), ended by its exit, its
+//! deadline or a kill. Whatever it started is killed before the next message is served.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt as _;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use scriptgate_supervisor::sessions::{
+    Ended, Exec, ExecMode, OutputStream, ScriptLanguage, ShellState, encode_output,
+};
+use scriptgate_supervisor::{FrameKind, Usage};
+use uuid::Uuid;
+
+use super::shell::{self, MAX_REPORT, PROLOGUE_FD, REPORT_FD};
+use crate::identity::Split;
+use crate::pipes::{Feed, Stream};
+use crate::{child, emit, sys, usage};
+
+/// Output is read (and relayed) in chunks of at most this size.
+const CHUNK: usize = 64 * 1024;
+/// After the command exits, at most this much still-buffered output is read.
+const DRAIN_LIMIT: usize = 4 << 20;
+/// Python scripts are read from this descriptor (the bootstrap of one-shot runs).
+const CODE_FD: RawFd = 3;
+
+/// A command while it runs.
+pub(crate) struct Running {
+    pub(crate) id: Uuid,
+    pid: libc::pid_t,
+    started: Instant,
+    pub(crate) deadline: Instant,
+    streams: [Stream; 2],
+    totals: [u64; 2],
+    feeds: Vec<Feed>,
+    report: Option<(OwnedFd, Vec<u8>)>,
+    cpu_before: u64,
+    oom_before: u64,
+    limit: u64,
+}
+
+/// How a command came to its end, and what it left.
+pub(crate) struct Finished {
+    pub(crate) ended: Ended,
+    pub(crate) status: Option<libc::c_int>,
+    pub(crate) totals: [u64; 2],
+    pub(crate) usage: Usage,
+    pub(crate) duration: Duration,
+    /// The state report of a command line (empty otherwise, or when it did not report).
+    pub(crate) report: Vec<u8>,
+}
+
+/// What the child gets: its program, arguments and extra descriptors.
+struct Plan {
+    program: String,
+    arg0: Option<String>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    /// (descriptor in the child, the pipe end it gets).
+    fds: Vec<(RawFd, OwnedFd)>,
+    feeds: Vec<Feed>,
+    report: Option<OwnedFd>,
+}
+
+/// Starts `exec` in `state`; `Err` says why it could not start.
+pub(crate) fn start(
+    exec: &Exec,
+    state: &ShellState,
+    history: &[String],
+    split: Option<Split>,
+    limit: u64,
+) -> Result<Running, String> {
+    let plan = plan(exec, state, history)?;
+    let cpu_before = sys::children_usage().0;
+    let oom_before = usage::measure(0, 0).oom_kills;
+    let (pid, stdin, stdout, stderr) = spawn(plan.program.clone(), &plan, &state.cwd, split)?;
+    let mut feeds = vec![Feed::new(Some(stdin), exec.stdin.as_bytes())];
+    feeds.extend(plan.feeds);
+    for feed in &mut feeds {
+        feed.push();
+    }
+    Ok(Running {
+        id: exec.id,
+        pid,
+        started: Instant::now(),
+        deadline: Instant::now() + Duration::from_millis(exec.timeout_ms),
+        streams: [Stream::new(stdout), Stream::new(stderr)],
+        totals: [0, 0],
+        feeds,
+        report: plan.report.map(|fd| (fd, Vec::new())),
+        cpu_before,
+        oom_before,
+        limit,
+    })
+}
+
+fn plan(exec: &Exec, state: &ShellState, history: &[String]) -> Result<Plan, String> {
+    let env: Vec<(String, String)> = state
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let bash = |args: Vec<String>| Plan {
+        program: "bash".into(),
+        arg0: None,
+        args,
+        env: env.clone(),
+        fds: Vec::new(),
+        feeds: Vec::new(),
+        report: None,
+    };
+    Ok(match &exec.mode {
+        ExecMode::Line { line } => {
+            let (prologue_read, prologue_write) = sys::pipe()?;
+            let (report_read, report_write) = sys::pipe()?;
+            sys::set_nonblocking(&prologue_write)?;
+            sys::set_nonblocking(&report_read)?;
+            let text = shell::prologue(state, history);
+            let mut plan = bash(vec![
+                "--noprofile".into(),
+                "--norc".into(),
+                "-c".into(),
+                line.clone(),
+                "bash".into(),
+            ]);
+            plan.env
+                .push(("BASH_ENV".into(), format!("/dev/fd/{PROLOGUE_FD}")));
+            plan.fds = vec![(PROLOGUE_FD, prologue_read), (REPORT_FD, report_write)];
+            plan.feeds = vec![Feed::new(Some(prologue_write), text.as_bytes())];
+            plan.report = Some(report_read);
+            plan
+        }
+        ExecMode::Script {
+            language: ScriptLanguage::Bash,
+            source,
+        } => bash(vec![
+            "--noprofile".into(),
+            "--norc".into(),
+            "-c".into(),
+            source.clone(),
+            "script.sh".into(),
+        ]),
+        ExecMode::Script {
+            language: ScriptLanguage::Python,
+            source,
+        } => {
+            let (code_read, code_write) = sys::pipe()?;
+            sys::set_nonblocking(&code_write)?;
+            Plan {
+                program: "python3".into(),
+                arg0: None,
+                args: vec!["-u".into(), "-c".into(), child::PYTHON_BOOTSTRAP.into()],
+                env,
+                fds: vec![(CODE_FD, code_read)],
+                feeds: vec![Feed::new(Some(code_write), source.as_bytes())],
+                report: None,
+            }
+        }
+        ExecMode::Argv { argv } => {
+            let Some(program) = argv.first() else {
+                return Err("an empty argv".into());
+            };
+            Plan {
+                program: program.clone(),
+                arg0: Some(program.clone()),
+                args: argv[1..].to_vec(),
+                env,
+                fds: Vec::new(),
+                feeds: Vec::new(),
+                report: None,
+            }
+        }
+    })
+}
+
+type Spawned = (libc::pid_t, OwnedFd, OwnedFd, OwnedFd);
+
+fn spawn(program: String, plan: &Plan, cwd: &str, split: Option<Split>) -> Result<Spawned, String> {
+    let (stdin_read, stdin_write) = sys::pipe()?;
+    let (stdout_read, stdout_write) = sys::pipe()?;
+    let (stderr_read, stderr_write) = sys::pipe()?;
+    let cwd = CString::new(cwd).map_err(|_| "the working directory has a NUL byte".to_string())?;
+    let fallback = c"/workspace";
+    let fds: Vec<(RawFd, RawFd)> = plan
+        .fds
+        .iter()
+        .map(|(target, fd)| (*target, fd.as_raw_fd()))
+        .collect();
+    let mut command = std::process::Command::new(&program);
+    if let Some(arg0) = &plan.arg0 {
+        command.arg0(arg0);
+    }
+    command
+        .args(&plan.args)
+        .env_clear()
+        .envs(plan.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::from(stdin_read))
+        .stdout(Stdio::from(stdout_write))
+        .stderr(Stdio::from(stderr_write));
+    // SAFETY: the closure runs between fork and exec and only makes system calls on integers and
+    // on strings prepared before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            // Its own session: the command's processes can be told apart from the supervisor.
+            libc::setsid();
+            let path = c"/proc/self/oom_score_adj";
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                libc::write(fd, b"1000".as_ptr().cast(), 4);
+                libc::close(fd);
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            for &(target, fd) in &fds {
+                if fd == target {
+                    libc::fcntl(fd, libc::F_SETFD, 0);
+                } else if libc::dup2(fd, target) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(split) = split {
+                split.become_script()?;
+            }
+            // As the script's uid; a working directory that is gone leaves it in the workspace.
+            if libc::chdir(cwd.as_ptr()) != 0 {
+                libc::chdir(fallback.as_ptr());
+            }
+            Ok(())
+        });
+    }
+    let child = command
+        .spawn()
+        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+    let pid = libc::pid_t::try_from(child.id()).map_err(|_| "pid out of range".to_string())?;
+    drop(child);
+    for fd in [&stdin_write, &stdout_read, &stderr_read] {
+        sys::set_nonblocking(fd)?;
+    }
+    Ok((pid, stdin_write, stdout_read, stderr_read))
+}
+
+impl Running {
+    /// Descriptors to poll for this command.
+    pub(crate) fn pollfds(&self, out: &mut Vec<libc::pollfd>) {
+        out.extend(
+            self.streams
+                .iter()
+                .filter_map(Stream::raw)
+                .map(|fd| sys::pollfd(fd, libc::POLLIN)),
+        );
+        out.extend(
+            self.feeds
+                .iter()
+                .filter_map(Feed::raw)
+                .map(|fd| sys::pollfd(fd, libc::POLLOUT)),
+        );
+        if let Some((fd, _)) = &self.report {
+            out.push(sys::pollfd(fd.as_raw_fd(), libc::POLLIN));
+        }
+    }
+
+    /// Relays what is readable, feeds what is writable; `Err` when the host is gone.
+    pub(crate) fn pump(&mut self, buf: &mut [u8]) -> Result<(), String> {
+        for _ in 0..16 {
+            if self.pump_once(buf, usize::MAX)? == 0 {
+                break;
+            }
+        }
+        for feed in &mut self.feeds {
+            feed.push();
+        }
+        self.read_report();
+        Ok(())
+    }
+
+    /// One read per stream; the bytes read.
+    fn pump_once(&mut self, buf: &mut [u8], cap: usize) -> Result<usize, String> {
+        let id = self.id;
+        let mut read = 0;
+        for (i, kind) in [OutputStream::Stdout, OutputStream::Stderr]
+            .into_iter()
+            .enumerate()
+        {
+            let n = self.streams[i].pump(self.limit, &mut buf[..CHUNK.min(cap)], &mut |b| {
+                emit(FrameKind::CommandOutput, &encode_output(kind, id, b))
+            })?;
+            self.totals[i] += n as u64;
+            read += n;
+        }
+        Ok(read)
+    }
+
+    fn read_report(&mut self) {
+        let Some((fd, report)) = &mut self.report else {
+            return;
+        };
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            // SAFETY: reading into a local buffer of its own length from a pipe we own.
+            let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                return;
+            }
+            if report.len() + n as usize > MAX_REPORT {
+                // Too large to be a state: dropped (the command line reported nonsense).
+                report.clear();
+                self.report = None;
+                return;
+            }
+            report.extend_from_slice(&buf[..n as usize]);
+        }
+    }
+
+    /// The command's exit status once it exited (every exited process is reaped meanwhile).
+    pub(crate) fn reap(&self) -> Option<libc::c_int> {
+        let mut found = None;
+        while let Some(r) = sys::reap_one() {
+            if r.pid == self.pid {
+                found = Some(r.status);
+            }
+        }
+        found
+    }
+
+    /// Ends the command: what is still buffered is relayed (a bounded amount), then every
+    /// other process in the container is killed and reaped.
+    pub(crate) fn finish(
+        mut self,
+        ended: Ended,
+        status: Option<libc::c_int>,
+        buf: &mut [u8],
+    ) -> Result<Finished, String> {
+        let mut drained = 0;
+        while drained < DRAIN_LIMIT {
+            let n = self.pump_once(buf, DRAIN_LIMIT - drained)?;
+            if n == 0 {
+                break;
+            }
+            drained += n;
+        }
+        self.read_report();
+        for s in &mut self.streams {
+            s.close();
+        }
+        self.feeds.clear();
+        kill_everything();
+        let (cpu, rss) = sys::children_usage();
+        let mut usage = usage::measure(cpu.saturating_sub(self.cpu_before), rss);
+        usage.oom_kills = usage.oom_kills.saturating_sub(self.oom_before);
+        Ok(Finished {
+            ended,
+            status,
+            totals: self.totals,
+            usage,
+            duration: self.started.elapsed(),
+            report: self.report.map(|(_, r)| r).unwrap_or_default(),
+        })
+    }
+}
+
+/// Kills every process but the supervisor and reaps them, again and again while a fork bomb
+/// still has children appearing (bounded), so nothing a command started outlives it.
+pub(crate) fn kill_everything() {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        // SAFETY: kill with -1 signals every process the supervisor may signal (never itself);
+        // outside a PID namespace (unit tests) only the supervisor's own children are targeted.
+        unsafe {
+            if sys::is_pid1() {
+                libc::kill(-1, libc::SIGKILL);
+            }
+        }
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes the status into a local int.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid > 0 {
+                continue;
+            }
+            if pid < 0 || !sys::is_pid1() {
+                return; // ECHILD: nothing is left
+            }
+            break;
+        }
+        if Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
