@@ -99,6 +99,12 @@ pub struct RunResult {
     /// The image and supervisor that ran it.
     #[serde(default)]
     pub provenance: Provenance,
+    /// What the run's processes did, as its run-time policy decided it (runs under a policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<scriptgate_policy::events::Events>,
+    /// Secrets were replaced by their redacted form in stdout or stderr.
+    #[serde(default)]
+    pub redacted: bool,
 }
 
 /// What the container used, as the engine's cgroup accounting reports it.

@@ -24,6 +24,9 @@ pub struct ScriptRun {
     /// The runner profile (records written before profiles existed ran in `minimal`).
     #[serde(default = "default_profile")]
     pub profile: String,
+    /// The run-time policy the run is enforced under; `None`: not enforced (the sandbox alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 impl ScriptRun {
@@ -33,7 +36,14 @@ impl ScriptRun {
             stdin,
             timeout_secs: timeout.as_secs(),
             profile,
+            policy: None,
         }
+    }
+
+    /// The same run, enforced under the policy `name` (or not, with `None`).
+    pub fn with_policy(mut self, name: Option<String>) -> ScriptRun {
+        self.policy = name;
+        self
     }
 
     pub fn timeout(&self) -> Duration {

@@ -230,13 +230,19 @@ impl Executions {
         spec: RunSpec,
         started: Instant,
     ) -> Result<ExecutionRecord, ExecError> {
-        let outcome = lease.run(spec).await;
+        let (outcome, events) = self.sandbox_call(rec, lease, spec).await;
         let timeout = rec.run.timeout();
-        let ended = Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started);
+        let mut ended = Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started);
+        ended.set_events(events);
+        if self.settings.redact_output_secrets {
+            ended.redact(&self.validator);
+        }
         let t = self
             .transition(rec.id, &[Status::Running], move |r| {
                 ended.apply(r);
-                vec![audit::run_finished(r)]
+                let mut entries = vec![audit::run_finished(r)];
+                entries.extend(audit::policy_decisions(r));
+                entries
             })
             .await?;
         match t {

@@ -22,12 +22,16 @@
 mod admission;
 mod approvals;
 mod audit;
+mod held;
 mod lifecycle;
 mod outcome;
+mod runpolicy;
 
 pub(crate) use crate::domain::record::ApprovalMode;
 pub(crate) use admission::Refused;
 pub(crate) use approvals::ApprovalPolicy;
+pub(crate) use held::HeldOperation;
+pub(crate) use runpolicy::{PolicyChoiceError, RunPolicies};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -80,6 +84,8 @@ pub(crate) struct Deps {
     pub store: Store,
     pub artifacts: ArtifactStore,
     pub policy: ApprovalPolicy,
+    /// The run-time policies runs are enforced under.
+    pub run_policies: RunPolicies,
     pub settings: ExecutionSettings,
     /// The sandbox's memory limit, named in the error of a run it killed.
     pub memory_mb: u64,
@@ -94,6 +100,9 @@ pub(crate) struct Executions {
     memory_mb: u64,
     store: Store,
     policy: ApprovalPolicy,
+    run_policies: RunPolicies,
+    /// Operations held by `approve` rules, waiting for an operator.
+    held: held::Held,
     artifacts: ArtifactStore,
     watchers: Mutex<HashMap<Uuid, watch::Sender<Status>>>,
     tasks: TaskTracker,
@@ -128,6 +137,8 @@ impl Executions {
             memory_mb: deps.memory_mb,
             store: deps.store,
             policy: deps.policy,
+            run_policies: deps.run_policies,
+            held: held::Held::default(),
             artifacts: deps.artifacts,
             watchers: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),

@@ -10,6 +10,7 @@ use crate::domain::record::{
     ErrorKind, ExecutionError, ExecutionRecord, ResourceUsage, RunResult, Status,
 };
 use crate::sandbox::{RunOutcome, Timings};
+use crate::validate::Validator;
 
 /// The end of a run, ready to be written into its record.
 #[derive(Debug)]
@@ -56,6 +57,8 @@ impl Ended {
             artifacts: kept,
             artifacts_dropped: dropped + o.files_dropped,
             provenance: o.provenance,
+            events: None,
+            redacted: false,
         };
         Ended {
             status,
@@ -63,6 +66,22 @@ impl Ended {
             result,
             timings: o.timings,
             duration_ms: ms(started.elapsed()),
+        }
+    }
+
+    /// The events of a run under a run-time policy.
+    pub(super) fn set_events(&mut self, events: Option<scriptgate_policy::events::Events>) {
+        self.result.events = events;
+    }
+
+    /// Replaces the secrets the validator's rules know in stdout and stderr by their redacted
+    /// form, and says so in the result.
+    pub(super) fn redact(&mut self, validator: &Validator) {
+        for text in [&mut self.result.stdout, &mut self.result.stderr] {
+            if let Some(clean) = validator.redact_secrets(text) {
+                *text = clean;
+                self.result.redacted = true;
+            }
         }
     }
 

@@ -149,7 +149,17 @@ impl Catalog {
                         "maxLength": e.max_stdin_bytes,
                         "description": "Text fed to the script's standard input (optional)."
                     },
-                    "profile": profile
+                    "profile": profile,
+                    "policy": {
+                        "type": "string",
+                        "description": format!(
+                            "The run-time policy that decides every program, file and connection \
+                             of the script (optional; the deployment default is `{}`). Denied \
+                             operations fail (EACCES/EPERM) and are listed in the result's \
+                             `events.blocked_operations`.",
+                            config.policy.default
+                        )
+                    }
                 },
                 "required": ["script_content", "script_type"],
                 "additionalProperties": false

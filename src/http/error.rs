@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::artifacts::ArtifactError;
 use crate::auth::AuthError;
-use crate::executions::{ExecError, Refused};
+use crate::executions::{ExecError, PolicyChoiceError, Refused};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ApiError {
@@ -29,6 +29,9 @@ pub(crate) enum ApiError {
     Unauthorized(String),
     #[error("{0}")]
     Forbidden(String),
+    /// The caller's token may not select the run-time policy it named.
+    #[error("{0}")]
+    PolicyNotAllowed(String),
     #[error("{0}")]
     Conflict(String),
     /// More work than the configured concurrency and queue.
@@ -63,7 +66,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::PolicyNotAllowed(_) => StatusCode::FORBIDDEN,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::EngineUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -80,6 +83,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
+            ApiError::PolicyNotAllowed(_) => "policy_not_allowed",
             ApiError::Conflict(_) => "conflict",
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::EngineUnavailable(_) => "engine_unavailable",
@@ -149,6 +153,15 @@ impl From<ExecError> for ApiError {
             ExecError::NotFound => ApiError::NotFound("no such execution".into()),
             ExecError::Conflict(_) => ApiError::Conflict(e.to_string()),
             ExecError::Store(s) => ApiError::Internal(s.into()),
+        }
+    }
+}
+
+impl From<PolicyChoiceError> for ApiError {
+    fn from(e: PolicyChoiceError) -> Self {
+        match e {
+            PolicyChoiceError::NotAllowed(_) => ApiError::PolicyNotAllowed(e.to_string()),
+            PolicyChoiceError::Unknown { .. } => ApiError::Schema(e.to_string()),
         }
     }
 }

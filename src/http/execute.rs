@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
 use super::{AppState, Json};
+use crate::auth::Caller;
 use crate::auth::Role;
 use crate::config::ExecutionSettings;
 use crate::domain::record::{
@@ -18,7 +19,7 @@ use crate::domain::record::{
 use crate::domain::script::{Language, Script};
 use crate::domain::verdict::Verdict;
 use crate::domain::work::ScriptRun;
-use crate::executions::Submitted;
+use crate::executions::{Executions, Submitted};
 use crate::sandbox::profiles::Profiles;
 
 /// A script to validate and run. Unknown fields are rejected.
@@ -45,9 +46,31 @@ pub(crate) struct ExecuteIn {
     #[serde(default)]
     #[schema(example = "data")]
     pub profile: Option<String>,
+    /// The run-time policy (`scriptgate policy list`): every exec, file operation and connect of
+    /// the script is decided by it and reported in `events`. Without it, the token's default
+    /// policy (`policy.agents.NAME.default`) applies and is enforced; else the deployment's
+    /// `policy.default`, enforced only when `policy.enforce_default` is on. A policy the token may
+    /// not select is 403 `policy_not_allowed`; an unknown one (without authentication) is a
+    /// `schema_error` naming the valid ones.
+    #[serde(default)]
+    #[schema(example = "strict")]
+    pub policy: Option<String>,
 }
 
 impl ExecuteIn {
+    /// The checked request of `caller`, with the run-time policy it is enforced under.
+    pub(crate) fn into_run(
+        self,
+        executions: &Executions,
+        profiles: &Profiles,
+        caller: &Caller,
+    ) -> Result<ScriptRun, ApiError> {
+        let requested = self.policy.clone();
+        let run = self.check(executions.settings(), profiles)?;
+        let policy = executions.choose_policy(caller, requested.as_deref())?;
+        Ok(run.with_policy(policy))
+    }
+
     /// The checked request (raw wire values become domain types only here).
     pub(crate) fn check(
         self,
@@ -146,6 +169,18 @@ pub(crate) struct ExecuteOut {
     pub image_digest: Option<String>,
     /// The version of the supervisor that ran it.
     pub supervisor_version: Option<String>,
+    /// The run-time policy the run was enforced under; null when it was not enforced.
+    pub policy: Option<String>,
+    /// What the script's processes did, as the policy decided it (null without a policy):
+    /// `processes` `[{pid, argv, cwd, decision, rule}]`, `file_operations` `[{type, path, bytes,
+    /// decision, rule}]`, `network_operations` (`net_connect`, `dns_query`), `blocked_operations`
+    /// `[{type, pid, target, decision, rule, message, errno}]`; each list keeps at most
+    /// `policy.event_cap` items and `omitted` counts the rest per list.
+    #[schema(value_type = Option<Object>)]
+    pub events: Option<scriptgate_policy::events::Events>,
+    /// Secrets of the known families were replaced by their redacted form in `stdout` or
+    /// `stderr` (`execution.redact_output_secrets`).
+    pub redacted: bool,
 }
 
 impl From<&ExecutionRecord> for ExecuteOut {
@@ -175,6 +210,9 @@ impl From<&ExecutionRecord> for ExecuteOut {
             artifacts_dropped: o.map_or(0, |o| o.artifacts_dropped),
             image_digest: o.and_then(|o| o.provenance.image_digest.clone()),
             supervisor_version: o.and_then(|o| o.provenance.supervisor_version.clone()),
+            policy: r.run.policy.clone(),
+            events: o.and_then(|o| o.events.clone()),
+            redacted: o.is_some_and(|o| o.redacted),
         }
     }
 }
@@ -227,6 +265,8 @@ impl From<&ExecutionRecord> for SubmissionOut {
             body = SubmissionOut, example = json!(crate::http::openapi::example_submission())),
         (status = 400, description = "The body does not match the schema; the message names the field.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "script_type: unknown variant `ruby`, expected `python` or `bash`"}})),
+        (status = 403, description = "The token may not select the `policy` the request names.", body = ErrorBody,
+            example = json!({"error": {"type": "policy_not_allowed", "message": "policy `audit` is not one this token may select (it may select: default)"}})),
         (status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
             example = json!({"error": {"type": "overloaded", "message": "too many executions in progress; retry in 1s"}})),
@@ -242,7 +282,7 @@ pub(super) async fn execute(
     Json(body): Json<ExecuteIn>,
 ) -> Result<Response, ApiError> {
     let caller = caller.require(Role::Agent)?;
-    let request = body.check(state.executions.settings(), &state.profiles)?;
+    let request = body.into_run(&state.executions, &state.profiles, caller)?;
     Ok(
         match state.executions.submit(caller, request, true).await? {
             Submitted::Finished(rec) => axum::Json(ExecuteOut::from(&rec)).into_response(),

@@ -84,7 +84,7 @@ impl McpServer {
             Ok(i) => i,
             Err(e) => return e,
         };
-        let request = match input.check(self.executions.settings(), &self.profiles) {
+        let request = match input.into_run(&self.executions, &self.profiles, caller) {
             Ok(r) => r,
             Err(e) => return api_error(&e),
         };

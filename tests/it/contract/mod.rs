@@ -6,3 +6,4 @@ mod approvals;
 mod http_shape;
 mod mcp;
 mod openapi;
+mod policy;

@@ -10,6 +10,7 @@
 mod hostile;
 mod matrix;
 mod semantics;
+mod service;
 
 use std::time::Duration;
 
