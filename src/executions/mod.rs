@@ -24,6 +24,7 @@ mod approvals;
 mod audit;
 mod held;
 mod lifecycle;
+mod live;
 mod outcome;
 mod runpolicy;
 
@@ -31,6 +32,7 @@ pub(crate) use crate::domain::record::ApprovalMode;
 pub(crate) use admission::Refused;
 pub(crate) use approvals::ApprovalPolicy;
 pub(crate) use held::HeldOperation;
+pub(crate) use live::Watch;
 pub(crate) use runpolicy::{PolicyChoiceError, RunPolicies};
 
 use std::collections::HashMap;
@@ -103,6 +105,8 @@ pub(crate) struct Executions {
     run_policies: RunPolicies,
     /// Operations held by `approve` rules, waiting for an operator.
     held: held::Held,
+    /// The events of runs under a policy, as they happen.
+    live: live::Live,
     artifacts: ArtifactStore,
     watchers: Mutex<HashMap<Uuid, watch::Sender<Status>>>,
     tasks: TaskTracker,
@@ -139,6 +143,7 @@ impl Executions {
             policy: deps.policy,
             run_policies: deps.run_policies,
             held: held::Held::default(),
+            live: live::Live::default(),
             artifacts: deps.artifacts,
             watchers: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),

@@ -79,6 +79,7 @@ impl RunPolicies {
             event_cap: settings.event_cap,
             approval_timeout: Duration::from_secs(settings.approval_timeout_secs),
             approvals: None,
+            live: None,
         })
     }
 }
@@ -110,6 +111,8 @@ impl Executions {
         };
         let (asks, _listed) = self.held.channel(rec.id, &rec.agent);
         enforcement.approvals = Some(asks);
+        let (live, _publishing) = self.live.publish(rec.id);
+        enforcement.live = Some(live);
         let enforced = lease.run_enforced(spec, enforcement).await;
         (enforced.outcome, enforced.events)
     }

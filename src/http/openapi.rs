@@ -16,7 +16,7 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder, Sch
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    AppState, approvals, artifacts, execute, executions, health, profiles, tools, validate,
+    AppState, approvals, artifacts, events, execute, executions, health, profiles, tools, validate,
 };
 use crate::config::ExecutionSettings;
 use crate::sandbox::profiles::Profiles;
@@ -33,6 +33,7 @@ use crate::sandbox::profiles::Profiles;
         validate::validate,
         executions::submit,
         executions::get,
+        events::stream,
         artifacts::download,
         profiles::list,
         approvals::list,

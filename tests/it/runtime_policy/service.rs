@@ -273,3 +273,84 @@ async fn an_operation_held_for_approval_waits_for_the_operator_and_proceeds_or_f
     assert_eq!(decisions[1]["outcome"]["decision"], "deny");
     assert_eq!(decisions[1]["outcome"]["operation"]["target"], "/etc/hosts");
 }
+
+/// Tries the denied read every quarter second for about ten seconds.
+const REPEATED: &str = r#"
+import time
+for _ in range(40):
+    try:
+        open("/etc/hostname").read()
+    except OSError:
+        pass
+    time.sleep(0.25)
+print("done")
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_events_arrive_while_the_command_runs() {
+    use futures::StreamExt as _;
+    let s = service().await;
+    let body = json!({"script_content": REPEATED, "script_type": "python", "timeout": 60, "policy": "gate"});
+    let (status, accepted) = s.post("/v1/executions", &body).await;
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["execution_id"].as_str().expect("id").to_string();
+    let bad = s
+        .client
+        .get(format!("{}/v1/executions/{id}/events?types=disk", s.url))
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(bad.status().as_u16(), 400);
+    let response = s
+        .client
+        .get(format!("{}/v1/executions/{id}/events?types=blocked", s.url))
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(response.status().as_u16(), 200);
+    let mut body = response.bytes_stream();
+    let mut seen = String::new();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(chunk) = body.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk.expect("chunk")));
+            if seen.contains("event: blocked") && seen.contains("\n\n") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(first.is_ok(), "no blocked event arrived: {seen}");
+    let now: Value = s
+        .client
+        .get(format!("{}/v1/executions/{id}", s.url))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        now["status"], "running",
+        "the event came before the command ended"
+    );
+    assert!(
+        seen.contains("/etc/hostname") && seen.contains("\"kind\":\"blocked\""),
+        "{seen}"
+    );
+    assert!(
+        !seen.contains("event: file"),
+        "only the kinds asked for: {seen}"
+    );
+    drop(body);
+    let done: Value = s
+        .client
+        .get(format!("{}/v1/executions/{id}?wait=60", s.url))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(done["stdout"], "done\n", "{done}");
+    s.stop().await;
+}
