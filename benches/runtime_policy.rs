@@ -66,6 +66,7 @@ impl Bench {
                     event_cap: 1000,
                     approval_timeout: Duration::from_secs(1),
                     approvals: None,
+                    live: None,
                 };
                 lease.run_enforced(spec, enforcement).await.outcome
             }

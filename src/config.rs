@@ -212,6 +212,9 @@ pub struct ExecutionSettings {
     pub queue_timeout_secs: u64,
     /// Largest request body accepted (413 beyond).
     pub max_body_bytes: usize,
+    /// Secrets of the known families in stdout/stderr are replaced by their redacted form before
+    /// they leave the service (the result says `redacted: true`).
+    pub redact_output_secrets: bool,
 }
 
 impl Default for ExecutionSettings {
@@ -224,6 +227,7 @@ impl Default for ExecutionSettings {
             max_queue: 32,
             queue_timeout_secs: 30,
             max_body_bytes: 1 << 20,
+            redact_output_secrets: true,
         }
     }
 }

@@ -106,7 +106,8 @@ impl App {
     ) -> Result<App, StartError> {
         let auth = authenticator(config)?;
         // Policies compile at start-up, so a malformed one stops the service before it serves.
-        policy::Policies::start(&config.policy, &config.agent_tokens, validator.rules())?;
+        let policies =
+            policy::Policies::start(&config.policy, &config.agent_tokens, validator.rules())?;
         // Installed before the first execution, so no count is lost.
         metrics::handle();
         let data = config.data_dir();
@@ -140,6 +141,7 @@ impl App {
                 mode: config.approval,
                 timeout: std::time::Duration::from_secs(config.approval_timeout_secs),
             },
+            run_policies: executions::RunPolicies::new(policies, !auth.enabled()),
             settings: config.execution.clone(),
             memory_mb: config.sandbox.limits.memory_mb,
             job_maxima: config.sandbox.jobs.clone(),

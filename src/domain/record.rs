@@ -109,6 +109,12 @@ pub struct RunResult {
     /// A job's complete result, as the job protocol writes it (absent for scripts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<Box<JobResult>>,
+    /// What the run's processes did, as its run-time policy decided it (runs under a policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<scriptgate_policy::events::Events>,
+    /// Secrets were replaced by their redacted form in stdout or stderr.
+    #[serde(default)]
+    pub redacted: bool,
 }
 
 /// An artifact (or a glob) that was not returned.

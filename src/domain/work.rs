@@ -42,6 +42,9 @@ pub struct ScriptRun {
     /// Globs of files returned after it ran (canonical, under `/workspace` or `/tmp`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<String>,
+    /// The run-time policy the run is enforced under; `None`: not enforced (the sandbox alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 /// A file a script run writes into its workspace before the script starts.
@@ -64,6 +67,7 @@ impl ScriptRun {
             profile,
             files: Vec::new(),
             artifacts: Vec::new(),
+            policy: None,
         }
     }
 
@@ -71,6 +75,12 @@ impl ScriptRun {
     pub fn with_workspace(mut self, files: Vec<WorkspaceFile>, artifacts: Vec<String>) -> Self {
         self.files = files;
         self.artifacts = artifacts;
+        self
+    }
+
+    /// The same run, enforced under the policy `name` (or not, with `None`).
+    pub fn with_policy(mut self, name: Option<String>) -> ScriptRun {
+        self.policy = name;
         self
     }
 
@@ -127,6 +137,14 @@ impl Work {
     pub fn script(&self) -> Option<&ScriptRun> {
         match self {
             Work::Script(s) => Some(s),
+            Work::Job(_) => None,
+        }
+    }
+
+    /// The run-time policy it is enforced under (`None`: the sandbox alone).
+    pub fn policy(&self) -> Option<&str> {
+        match self {
+            Work::Script(s) => s.policy.as_deref(),
             Work::Job(_) => None,
         }
     }

@@ -8,6 +8,8 @@ use crate::domain::script::Language;
 use crate::domain::verdict::{Layer, Severity, Verdict};
 use crate::domain::work::Work;
 use crate::store::AuditEvent;
+use scriptgate_policy::Decision as PolicyVerdict;
+use scriptgate_policy::events::{FileOperationType, NetworkEvent};
 
 /// The actor recorded for the service's own events.
 pub(super) const SERVICE: &str = "scriptgate";
@@ -127,6 +129,86 @@ pub(super) fn approval_requested(rec: &ExecutionRecord, mode: ApprovalMode) -> A
     )
 }
 
+/// One decision of a run-time policy other than `allow`.
+#[derive(Serialize)]
+struct PolicyDecision<'a> {
+    policy: &'a str,
+    /// `process`, a file operation's type (`file_read`, …), `net_connect` or `dns_query`.
+    operation: &'a str,
+    /// The command line, the path, `address:port` or the domain.
+    target: String,
+    decision: PolicyVerdict,
+    rule: Option<&'a str>,
+}
+
+/// Every `deny`, `approve` and `log` decision of a run under a policy, from the events its result
+/// keeps (decisions beyond `policy.event_cap` are counted in the result, not audited one by one).
+pub(super) fn policy_decisions(rec: &ExecutionRecord) -> Vec<AuditEvent> {
+    let (Some(policy), Some(events)) = (
+        rec.run.policy(),
+        rec.result.as_ref().and_then(|r| r.events.as_ref()),
+    ) else {
+        return Vec::new();
+    };
+    let mut seen = Vec::new();
+    for p in events.processes.items() {
+        seen.push(("process", p.argv.join(" "), p.decision, p.rule.as_deref()));
+    }
+    for f in events.file_operations.items() {
+        seen.push((
+            file_kind(f.kind),
+            f.path.clone(),
+            f.decision,
+            f.rule.as_deref(),
+        ));
+    }
+    for n in events.network_operations.items() {
+        seen.push(match n {
+            NetworkEvent::NetConnect {
+                remote,
+                port,
+                decision,
+                rule,
+                ..
+            } => (
+                "net_connect",
+                format!("{remote}:{port}"),
+                *decision,
+                rule.as_deref(),
+            ),
+            NetworkEvent::DnsQuery {
+                domain, decision, ..
+            } => ("dns_query", domain.clone(), *decision, None),
+        });
+    }
+    seen.into_iter()
+        .filter(|(_, _, decision, _)| *decision != PolicyVerdict::Allow)
+        .map(|(operation, target, decision, rule)| {
+            let d = PolicyDecision {
+                policy,
+                operation,
+                target,
+                decision,
+                rule,
+            };
+            entry(rec, SERVICE, "policy_decision", d)
+        })
+        .collect()
+}
+
+/// The static name of a file operation's type.
+fn file_kind(kind: FileOperationType) -> &'static str {
+    match kind {
+        FileOperationType::FileRead => "file_read",
+        FileOperationType::FileWrite => "file_write",
+        FileOperationType::FileCreate => "file_create",
+        FileOperationType::FileDelete => "file_delete",
+        FileOperationType::FileList => "file_list",
+        FileOperationType::FileStat => "file_stat",
+        FileOperationType::FileExec => "file_exec",
+    }
+}
+
 #[derive(Serialize)]
 struct Nothing {}
 
@@ -196,6 +278,29 @@ pub(super) fn decided(
     reason: &str,
 ) -> AuditEvent {
     entry(rec, by, "approval_decision", Decided { decision, reason })
+}
+
+#[derive(Serialize)]
+struct OperationDecided<'a> {
+    decision: Decision,
+    reason: &'a str,
+    operation: crate::sandbox::ApprovalRequest,
+}
+
+/// An operator's answer to an operation a run-time policy held.
+pub(super) fn operation_decided(
+    rec: &ExecutionRecord,
+    by: &str,
+    decision: Decision,
+    reason: &str,
+    held: &super::held::HeldOperation,
+) -> AuditEvent {
+    let d = OperationDecided {
+        decision,
+        reason,
+        operation: held.request.clone(),
+    };
+    entry(rec, by, "operation_decision", d)
 }
 
 #[derive(Serialize)]

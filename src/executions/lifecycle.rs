@@ -23,7 +23,7 @@ use crate::domain::record::{
 use crate::domain::script::Script;
 use crate::domain::verdict::{Finding, Layer, Severity, Verdict};
 use crate::domain::work::Work;
-use crate::sandbox::{JOB_LANGUAGE, Lease, SandboxError};
+use crate::sandbox::{JOB_LANGUAGE, Lease, RunOutcome, SandboxError};
 use crate::store::{AuditEvent, Transition};
 
 /// Where a validated submission goes next.
@@ -272,9 +272,21 @@ impl Executions {
         started: Instant,
     ) -> Result<ExecutionRecord, ExecError> {
         let timeout = std::time::Duration::from_secs(rec.run.timeout_secs());
-        let ended = match cleared {
+        let mut ended = match cleared {
             Cleared::Script(spec) => {
-                let outcome = lease.run(spec).await;
+                let (outcome, events) = self.sandbox_call(rec, lease, spec).await;
+                let mut ended =
+                    Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started);
+                ended.set_events(events);
+                ended
+            }
+            // Runs with a workspace (and jobs) go through the job agent, which does not carry a
+            // run-time policy yet: such a run with a policy is refused, never run without it.
+            Cleared::Job(_) if rec.run.policy().is_some() => {
+                let reason = "a run-time policy cannot yet be enforced on a run with files or \
+                              artifacts; send the script without them, or without a policy"
+                    .to_string();
+                let outcome = RunOutcome::not_run(lease.execution_id(), reason);
                 Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started)
             }
             Cleared::Job(job) => {
@@ -282,10 +294,15 @@ impl Executions {
                 self.ended_job(&rec.run, outcome, started).await
             }
         };
+        if self.settings.redact_output_secrets {
+            ended.redact(&self.validator);
+        }
         let t = self
             .transition(rec.id, &[Status::Running], move |r| {
                 ended.apply(r);
-                vec![audit::run_finished(r)]
+                let mut entries = vec![audit::run_finished(r)];
+                entries.extend(audit::policy_decisions(r));
+                entries
             })
             .await?;
         match t {

@@ -24,16 +24,22 @@ mod approvals;
 mod audit;
 pub(crate) mod check;
 mod content;
+mod held;
 mod jobs;
 mod lifecycle;
+mod live;
 mod outcome;
 mod programs;
+mod runpolicy;
 mod worker;
 
 pub(crate) use crate::domain::record::ApprovalMode;
 pub(crate) use admission::Refused;
 pub(crate) use approvals::ApprovalPolicy;
+pub(crate) use held::HeldOperation;
 pub(crate) use jobs::job_result;
+pub(crate) use live::Watch;
+pub(crate) use runpolicy::{PolicyChoiceError, RunPolicies};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -100,6 +106,8 @@ pub(crate) struct Deps {
     pub store: Store,
     pub artifacts: ArtifactStore,
     pub policy: ApprovalPolicy,
+    /// The run-time policies runs are enforced under.
+    pub run_policies: RunPolicies,
     pub settings: ExecutionSettings,
     /// The sandbox's memory limit, named in the error of a run it killed.
     pub memory_mb: u64,
@@ -120,6 +128,11 @@ pub(crate) struct Executions {
     output_bytes: u64,
     store: Store,
     policy: ApprovalPolicy,
+    run_policies: RunPolicies,
+    /// Operations held by `approve` rules, waiting for an operator.
+    held: held::Held,
+    /// The events of runs under a policy, as they happen.
+    live: live::Live,
     artifacts: ArtifactStore,
     watchers: Mutex<HashMap<Uuid, watch::Sender<Status>>>,
     tasks: TaskTracker,
@@ -157,6 +170,9 @@ impl Executions {
             output_bytes: deps.output_bytes,
             store: deps.store,
             policy: deps.policy,
+            run_policies: deps.run_policies,
+            held: held::Held::default(),
+            live: live::Live::default(),
             artifacts: deps.artifacts,
             watchers: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),

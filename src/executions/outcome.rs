@@ -13,6 +13,7 @@ use crate::domain::record::{
 };
 use crate::sandbox::job::{ArtifactEntry, ErrorType, JobError, StepOutput, StepResult};
 use crate::sandbox::{ArtifactFile, CappedText, JobOutcome, RunOutcome, Timings, Usage};
+use crate::validate::Validator;
 
 /// The id of a workspace run's step that runs the script (`check::workspace_job`).
 const RUN_STEP: &str = "run";
@@ -75,6 +76,8 @@ impl Ended {
             provenance: o.provenance,
             artifact_errors: Vec::new(),
             job: None,
+            events: None,
+            redacted: false,
         };
         Ended {
             status,
@@ -159,6 +162,22 @@ impl Ended {
         ended.result.artifact_errors = kept.issues;
         ended.result.artifacts_dropped = dropped;
         ended
+    }
+
+    /// The events of a run under a run-time policy.
+    pub(super) fn set_events(&mut self, events: Option<scriptgate_policy::events::Events>) {
+        self.result.events = events;
+    }
+
+    /// Replaces the secrets the validator's rules know in stdout and stderr by their redacted
+    /// form, and says so in the result.
+    pub(super) fn redact(&mut self, validator: &Validator) {
+        for text in [&mut self.result.stdout, &mut self.result.stderr] {
+            if let Some(clean) = validator.redact_secrets(text) {
+                *text = clean;
+                self.result.redacted = true;
+            }
+        }
     }
 
     pub(super) fn apply(self, rec: &mut ExecutionRecord) {

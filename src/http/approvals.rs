@@ -15,6 +15,7 @@ use crate::domain::record::{Decision, ExecutionRecord};
 use crate::domain::script::Language;
 use crate::domain::verdict::Verdict;
 use crate::domain::work::WorkspaceFile;
+use crate::executions::HeldOperation;
 
 /// A pending execution, as an operator reviews it: a script (with the files it writes and the
 /// globs it returns), or a job (`job`, with `validation` merging the verdicts on its content).
@@ -58,9 +59,63 @@ pub(super) struct PendingFile {
     pub encoding: String,
 }
 
+/// An operation a run-time policy holds (an `approve` rule) inside a running execution: the
+/// process waits for the decision while the execution's deadline keeps running.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub(super) struct HeldOperationOut {
+    /// Decide it at `POST /v1/approvals/{approval_id}`.
+    pub approval_id: Uuid,
+    pub execution_id: Uuid,
+    pub agent: String,
+    /// `exec`, `file_read`, `file_write`, `file_create`, `file_delete`, …, `net_connect`.
+    #[schema(value_type = String)]
+    pub operation: scriptgate_policy::events::OperationType,
+    /// The path, the command line, or `address:port`.
+    pub target: String,
+    /// Executions: the program (resolved path) and its arguments.
+    pub command: Option<String>,
+    pub argv: Option<Vec<String>>,
+    /// The working directory of the process that asked.
+    pub cwd: String,
+    pub pid: u32,
+    pub rule: Option<String>,
+    pub message: Option<String>,
+    /// The last command lines the run executed, oldest first.
+    pub recent_commands: Vec<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub requested_at: OffsetDateTime,
+    /// After this the operation fails (`EACCES`) and leaves the list.
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+}
+
+impl From<HeldOperation> for HeldOperationOut {
+    fn from(h: HeldOperation) -> Self {
+        let r = h.request;
+        HeldOperationOut {
+            approval_id: h.id,
+            execution_id: h.execution_id,
+            agent: h.agent,
+            operation: r.operation,
+            target: r.target,
+            command: r.command,
+            argv: r.argv,
+            cwd: r.cwd,
+            pid: r.pid,
+            rule: r.rule,
+            message: r.message,
+            recent_commands: r.recent_commands,
+            requested_at: h.requested_at,
+            expires_at: h.expires_at,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub(super) struct PendingList {
     pub pending: Vec<PendingOut>,
+    /// Operations held inside running executions by their run-time policy, oldest first.
+    pub operations: Vec<HeldOperationOut>,
 }
 
 fn pending(r: &ExecutionRecord, timeout: std::time::Duration) -> PendingOut {
@@ -103,7 +158,7 @@ fn pending_file(f: &WorkspaceFile) -> PendingFile {
     tag = "approvals",
     operation_id = "list_pending_approvals",
     responses(
-        (status = 200, description = "The pending executions, with script, verdict and expiry.", body = PendingList),
+        (status = 200, description = "The pending executions, with script, verdict and expiry, and the operations held inside running executions by their run-time policy.", body = PendingList),
     ),
     security(("operator_token" = []))
 )]
@@ -116,6 +171,12 @@ pub(super) async fn list(
     let records = state.executions.pending().await?;
     Ok(axum::Json(PendingList {
         pending: records.iter().map(|r| pending(r, timeout)).collect(),
+        operations: state
+            .executions
+            .held_operations()
+            .into_iter()
+            .map(HeldOperationOut::from)
+            .collect(),
     }))
 }
 
@@ -131,19 +192,21 @@ pub(super) struct DecisionIn {
     pub reason: String,
 }
 
-/// Approve (it is queued and runs) or deny a pending execution; a decision is final.
+/// Approve (it is queued and runs) or deny a pending execution, or an operation held inside a
+/// running one (`approval_id` of `operations`: it proceeds, or fails with `EACCES`); a decision
+/// is final.
 #[utoipa::path(
     post,
     path = "/v1/approvals/{id}",
     tag = "approvals",
     operation_id = "decide_approval",
-    params(("id" = uuid::Uuid, Path, description = "The execution id")),
+    params(("id" = uuid::Uuid, Path, description = "The execution id, or the `approval_id` of a held operation")),
     request_body = DecisionIn,
     responses(
-        (status = 200, description = "The execution after the decision (`queued` when approved, `denied` when denied).", body = ExecuteOut),
+        (status = 200, description = "The execution after the decision (`queued` when approved, `denied` when denied; still `running` after a decision on a held operation).", body = ExecuteOut),
         (status = 400, description = "The id is not a UUID or the body does not match the schema.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "decision: unknown variant `maybe`, expected `approve` or `deny`"}})),
-        (status = 404, description = "No such execution.", body = ErrorBody,
+        (status = 404, description = "No such execution (or the held operation is no longer waiting: decided, expired, or its run ended).", body = ErrorBody,
             example = json!({"error": {"type": "not_found", "message": "no such execution"}})),
         (status = 409, description = "The execution is not pending approval (already decided, expired or never held).", body = ErrorBody,
             example = json!({"error": {"type": "conflict", "message": "the execution is denied and cannot be decided"}})),
@@ -159,6 +222,17 @@ pub(super) async fn decide(
     let operator = caller.require(Role::Operator)?;
     if body.reason.chars().count() > 2000 {
         return Err(ApiError::Schema("reason: at most 2000 characters".into()));
+    }
+    if state.executions.is_held_operation(id) {
+        let execution = state
+            .executions
+            .decide_operation(operator, id, body.decision, body.reason)
+            .await?;
+        let rec = state
+            .executions
+            .get(operator, execution, std::time::Duration::ZERO)
+            .await?;
+        return Ok(axum::Json(ExecuteOut::from(&rec)));
     }
     let rec = state
         .executions

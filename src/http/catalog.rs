@@ -172,6 +172,16 @@ impl Catalog {
                         "maxItems": config.sandbox.jobs.max_artifacts.saturating_sub(1),
                         "items": {"type": "string"},
                         "description": "Paths or globs under /workspace or /tmp of files to return after the run (each with its sha256)."
+                    },
+                    "policy": {
+                        "type": "string",
+                        "description": format!(
+                            "The run-time policy that decides every program, file and connection \
+                             of the script (optional; the deployment default is `{}`). Denied \
+                             operations fail (EACCES/EPERM) and are listed in the result's \
+                             `events.blocked_operations`.",
+                            config.policy.default
+                        )
                     }
                 },
                 "required": ["script_content", "script_type"],

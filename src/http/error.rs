@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::artifacts::ArtifactError;
 use crate::auth::AuthError;
-use crate::executions::{ExecError, Refused};
+use crate::executions::{ExecError, PolicyChoiceError, Refused};
 use crate::sandbox::SandboxError;
 use crate::sessions::{FileFailure, SessionError};
 
@@ -31,6 +31,9 @@ pub(crate) enum ApiError {
     Unauthorized(String),
     #[error("{0}")]
     Forbidden(String),
+    /// The caller's token may not select the run-time policy it named.
+    #[error("{0}")]
+    PolicyNotAllowed(String),
     #[error("{0}")]
     Conflict(String),
     /// More work than the configured concurrency and queue.
@@ -73,7 +76,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::PolicyNotAllowed(_) => StatusCode::FORBIDDEN,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::EngineUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -91,6 +94,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
+            ApiError::PolicyNotAllowed(_) => "policy_not_allowed",
             ApiError::Conflict(_) => "conflict",
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::EngineUnavailable(_) => "engine_unavailable",
@@ -203,6 +207,15 @@ impl From<SessionError> for ApiError {
                 | SandboxError::StartFailed(_),
             ) => ApiError::EngineUnavailable(e.to_string()),
             SessionError::Sandbox(_) => ApiError::Internal(Box::new(e)),
+        }
+    }
+}
+
+impl From<PolicyChoiceError> for ApiError {
+    fn from(e: PolicyChoiceError) -> Self {
+        match e {
+            PolicyChoiceError::NotAllowed(_) => ApiError::PolicyNotAllowed(e.to_string()),
+            PolicyChoiceError::Unknown { .. } => ApiError::Schema(e.to_string()),
         }
     }
 }

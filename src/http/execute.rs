@@ -11,6 +11,7 @@ use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
 use super::workspace::{FileIn, workspace};
 use super::{AppState, Json};
+use crate::auth::Caller;
 use crate::auth::Role;
 use crate::config::ExecutionSettings;
 use crate::domain::record::{
@@ -20,7 +21,7 @@ use crate::domain::record::{
 use crate::domain::script::{Language, Script};
 use crate::domain::verdict::Verdict;
 use crate::domain::work::{ScriptRun, Work};
-use crate::executions::Submitted;
+use crate::executions::{Executions, Submitted};
 use crate::sandbox::job::Maxima;
 use crate::sandbox::profiles::Profiles;
 
@@ -61,16 +62,48 @@ pub(crate) struct ExecuteIn {
     #[serde(default)]
     #[schema(example = json!(["/workspace/out/*.png", "report.json"]))]
     pub artifacts: Vec<String>,
+    /// The run-time policy (`scriptgate policy list`): every exec, file operation and connect of
+    /// the script is decided by it and reported in `events`. Without it, the token's default
+    /// policy (`policy.agents.NAME.default`) applies and is enforced; else the deployment's
+    /// `policy.default`, enforced only when `policy.enforce_default` is on. A policy the token may
+    /// not select is 403 `policy_not_allowed`; an unknown one (without authentication) is a
+    /// `schema_error` naming the valid ones.
+    #[serde(default)]
+    #[schema(example = "strict")]
+    pub policy: Option<String>,
 }
 
 impl ExecuteIn {
+    /// The checked request of `caller`, with the run-time policy it is enforced under.
+    pub(crate) fn into_run(
+        self,
+        executions: &Executions,
+        profiles: &Profiles,
+        caller: &Caller,
+    ) -> Result<Work, ApiError> {
+        let requested = self.policy.clone();
+        let run = self.check(executions.settings(), profiles, executions.job_maxima())?;
+        let policy = executions.choose_policy(caller, requested.as_deref())?;
+        if let Some(name) = &policy
+            && run.has_workspace()
+        {
+            // The job agent that runs a workspace does not carry a run-time policy yet: refuse
+            // rather than run without the policy.
+            return Err(ApiError::Schema(format!(
+                "files/artifacts: a run under a run-time policy (`{name}`) cannot have files or \
+                 artifacts yet; send the script without them"
+            )));
+        }
+        Ok(Work::Script(run.with_policy(policy)))
+    }
+
     /// The checked request (raw wire values become domain types only here).
-    pub(crate) fn check(
+    fn check(
         self,
         settings: &ExecutionSettings,
         profiles: &Profiles,
         maxima: &Maxima,
-    ) -> Result<Work, ApiError> {
+    ) -> Result<ScriptRun, ApiError> {
         check_script_text(&self.script_content)?;
         let profile = profiles
             .select(self.profile.as_deref(), self.script_type)
@@ -99,7 +132,7 @@ impl ExecuteIn {
             std::time::Duration::from_secs(timeout),
             profile,
         );
-        Ok(Work::Script(run.with_workspace(files, artifacts)))
+        Ok(run.with_workspace(files, artifacts))
     }
 }
 
@@ -173,6 +206,18 @@ pub(crate) struct ExecuteOut {
     pub image_digest: Option<String>,
     /// The version of the supervisor that ran it.
     pub supervisor_version: Option<String>,
+    /// The run-time policy the run was enforced under; null when it was not enforced.
+    pub policy: Option<String>,
+    /// What the script's processes did, as the policy decided it (null without a policy):
+    /// `processes` `[{pid, argv, cwd, decision, rule}]`, `file_operations` `[{type, path, bytes,
+    /// decision, rule}]`, `network_operations` (`net_connect`, `dns_query`), `blocked_operations`
+    /// `[{type, pid, target, decision, rule, message, errno}]`; each list keeps at most
+    /// `policy.event_cap` items and `omitted` counts the rest per list.
+    #[schema(value_type = Option<Object>)]
+    pub events: Option<scriptgate_policy::events::Events>,
+    /// Secrets of the known families were replaced by their redacted form in `stdout` or
+    /// `stderr` (`execution.redact_output_secrets`).
+    pub redacted: bool,
 }
 
 impl From<&ExecutionRecord> for ExecuteOut {
@@ -204,6 +249,9 @@ impl From<&ExecutionRecord> for ExecuteOut {
             job_id: r.job_id(),
             image_digest: o.and_then(|o| o.provenance.image_digest.clone()),
             supervisor_version: o.and_then(|o| o.provenance.supervisor_version.clone()),
+            policy: r.run.policy().map(str::to_string),
+            events: o.and_then(|o| o.events.clone()),
+            redacted: o.is_some_and(|o| o.redacted),
         }
     }
 }
@@ -256,6 +304,8 @@ impl From<&ExecutionRecord> for SubmissionOut {
             body = SubmissionOut, example = json!(crate::http::openapi::example_submission())),
         (status = 400, description = "The body does not match the schema; the message names the field.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "script_type: unknown variant `ruby`, expected `python` or `bash`"}})),
+        (status = 403, description = "The token may not select the `policy` the request names.", body = ErrorBody,
+            example = json!({"error": {"type": "policy_not_allowed", "message": "policy `audit` is not one this token may select (it may select: default)"}})),
         (status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
             example = json!({"error": {"type": "overloaded", "message": "too many executions in progress; retry in 1s"}})),
@@ -271,8 +321,7 @@ pub(super) async fn execute(
     Json(body): Json<ExecuteIn>,
 ) -> Result<Response, ApiError> {
     let caller = caller.require(Role::Agent)?;
-    let ex = &state.executions;
-    let request = body.check(ex.settings(), &state.profiles, ex.job_maxima())?;
+    let request = body.into_run(&state.executions, &state.profiles, caller)?;
     Ok(
         match state.executions.submit(caller, request, true).await? {
             Submitted::Finished(rec) => axum::Json(ExecuteOut::from(&rec)).into_response(),

@@ -31,6 +31,8 @@ pub(super) const MAX_WAIT_SECS: u64 = 60;
             example = json!(crate::http::openapi::example_submission())),
         (status = 400, description = "The body does not match the schema; the message names the field.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "timeout: must be between 1 and 300 seconds, got 0"}})),
+        (status = 403, description = "The token may not select the `policy` the request names.", body = ErrorBody,
+            example = json!({"error": {"type": "policy_not_allowed", "message": "policy `audit` is not one this token may select (it may select: default)"}})),
         (status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
             example = json!({"error": {"type": "overloaded", "message": "too many executions in progress; retry in 1s"}})),
@@ -46,8 +48,7 @@ pub(super) async fn submit(
     Json(body): Json<ExecuteIn>,
 ) -> Result<(StatusCode, axum::Json<SubmissionOut>), ApiError> {
     let caller = caller.require(Role::Agent)?;
-    let ex = &state.executions;
-    let request = body.check(ex.settings(), &state.profiles, ex.job_maxima())?;
+    let request = body.into_run(&state.executions, &state.profiles, caller)?;
     let rec = match state.executions.submit(caller, request, false).await? {
         Submitted::Finished(rec) | Submitted::Accepted(rec) => rec,
     };

@@ -7,6 +7,7 @@ mod artifacts;
 mod auth;
 pub(crate) mod catalog;
 pub(crate) mod error;
+mod events;
 mod execute;
 mod executions;
 mod health;
@@ -72,6 +73,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/validate", post(validate::validate))
         .route("/v1/executions", post(executions::submit))
         .route("/v1/executions/{id}", get(executions::get))
+        .route("/v1/executions/{id}/events", get(events::stream))
         .route(
             "/v1/executions/{id}/artifacts/{*path}",
             get(artifacts::download),

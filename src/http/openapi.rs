@@ -16,8 +16,8 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder, Sch
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    AppState, approvals, artifacts, execute, executions, health, jobs, profiles, session_exec,
-    session_files, sessions, tools, validate,
+    AppState, approvals, artifacts, events, execute, executions, health, jobs, profiles,
+    session_exec, session_files, sessions, tools, validate,
 };
 use crate::config::ExecutionSettings;
 use crate::sandbox::job::Maxima;
@@ -35,6 +35,7 @@ use crate::sandbox::profiles::Profiles;
         validate::validate,
         executions::submit,
         executions::get,
+        events::stream,
         artifacts::download,
         jobs::submit,
         jobs::get,

@@ -20,9 +20,9 @@ pub mod sessions;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use scriptgate_policy::events::Events;
+use scriptgate_policy::events::{Event, Events};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use uuid::Uuid;
 
 pub use crate::domain::record::Provenance;
@@ -131,6 +131,9 @@ pub struct Enforcement {
     pub approval_timeout: Duration,
     /// Where held operations go; without a receiver every `approve` operation is denied at once.
     pub approvals: Option<mpsc::Sender<ApprovalAsk>>,
+    /// Where each event goes as the supervisor reports it (in batches of at most a few hundred
+    /// milliseconds), for live streams; a slow receiver misses events, never slows the run.
+    pub live: Option<broadcast::Sender<Event>>,
 }
 
 /// An operation held in the sandbox until `answer` is sent (or dropped: denied). The run's

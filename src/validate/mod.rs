@@ -8,6 +8,7 @@
 mod dangerous;
 mod language;
 mod limits;
+mod redact;
 mod secrets;
 pub mod syntax;
 // The verdict types live in `domain`; re-exported so `validate::verdict` keeps its paths.
@@ -216,6 +217,12 @@ impl Validator {
 
     pub fn rules(&self) -> &RuleSet {
         &self.inner.rules
+    }
+
+    /// `text` with the secrets the rules know replaced by their redacted form (`None`: it has
+    /// none).
+    pub fn redact_secrets(&self, text: &str) -> Option<String> {
+        redact::redact_secrets(&self.inner.rules.secrets, text)
     }
 
     pub fn config(&self) -> &ValidationConfig {

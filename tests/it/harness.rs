@@ -88,6 +88,11 @@ fn test_config(tweak: impl FnOnce(&mut Config)) -> Config {
     config.sandbox.instance = instance();
     config.sandbox.pool.size = 0;
     config.data_dir = Some(tempfile::tempdir().expect("data dir").keep());
+    // A whole service tests the image of this tree too (see `runner_image`).
+    if std::env::var_os("RUNNER_IMAGE_UNDER_TEST").is_some() {
+        config.sandbox.python_image = runner_image();
+        config.sandbox.bash_image = runner_image();
+    }
     tweak(&mut config);
     config
 }

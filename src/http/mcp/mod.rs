@@ -92,8 +92,7 @@ impl McpServer {
             Ok(i) => i,
             Err(e) => return e,
         };
-        let ex = &self.executions;
-        let request = match input.check(ex.settings(), &self.profiles, ex.job_maxima()) {
+        let request = match input.into_run(&self.executions, &self.profiles, caller) {
             Ok(r) => r,
             Err(e) => return api_error(&e),
         };

@@ -2,12 +2,12 @@
 //! `Events` frames gathered into capped lists, and `ApprovalRequest` frames handed to the caller's
 //! approver, whose answers go back to the supervisor as decision frames.
 
-use scriptgate_policy::events::Events;
+use scriptgate_policy::events::{Event, Events};
 use scriptgate_supervisor::enforcement::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, Enforce, EnforceSummary, EventBatch,
     FEATURE_ENFORCE,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use crate::sandbox::{ApprovalAsk, Enforcement};
@@ -37,6 +37,7 @@ pub(super) struct Gathered {
     events: Events,
     summary: Option<EnforceSummary>,
     approvals: Option<mpsc::Sender<ApprovalAsk>>,
+    live: Option<broadcast::Sender<Event>>,
     answers: mpsc::Sender<ApprovalDecision>,
     /// One task per operation waiting for its answer; aborted when the run ends.
     waiting: JoinSet<()>,
@@ -49,6 +50,7 @@ impl Gathered {
             events: Events::with_cap(e.event_cap as usize),
             summary: None,
             approvals: e.approvals.clone(),
+            live: e.live.clone(),
             answers,
             waiting: JoinSet::new(),
         }
@@ -59,6 +61,10 @@ impl Gathered {
         let batch: EventBatch =
             serde_json::from_slice(payload).map_err(|e| format!("malformed events frame: {e}"))?;
         for event in batch.events {
+            if let Some(live) = &self.live {
+                // No receiver now is fine: nobody is watching.
+                let _ = live.send(event.clone());
+            }
             self.events.push(event);
         }
         let o = batch.omitted;

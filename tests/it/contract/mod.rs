@@ -7,4 +7,5 @@ mod http_shape;
 mod jobs;
 mod mcp;
 mod openapi;
+mod policy;
 mod sessions;

@@ -170,6 +170,7 @@ print(json.dumps({"ok": ok}))
                 event_cap: 5000,
                 approval_timeout: Duration::from_secs(60),
                 approvals: Some(tx),
+                live: None,
             },
         )
         .await;
@@ -208,6 +209,7 @@ print("done")
                 event_cap: 100,
                 approval_timeout: Duration::from_secs(1),
                 approvals: None,
+                live: None,
             },
         )
         .await;

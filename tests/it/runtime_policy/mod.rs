@@ -10,6 +10,7 @@
 mod hostile;
 mod matrix;
 mod semantics;
+mod service;
 
 use std::time::Duration;
 
@@ -116,6 +117,7 @@ pub(super) async fn run(
         event_cap: 5000,
         approval_timeout: Duration::from_millis(1500),
         approvals,
+        live: None,
     };
     let spec = harness::vouched(language, script, timeout.as_secs()).spec;
     lease.run_enforced(spec, enforcement).await

@@ -320,6 +320,7 @@ command_rules:
                 event_cap: 1000,
                 approval_timeout: Duration::from_secs(10),
                 approvals: Some(tx),
+                live: None,
             },
         )
         .await;

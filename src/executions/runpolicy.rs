@@ -1,0 +1,196 @@
+//! Run-time policies of executions: which policy a run is enforced under (chosen for its caller at
+//! intake) and the sandbox call that enforces it.
+//!
+//! A run is enforced when its request names a policy, when its token has a default policy of its
+//! own (`policy.agents.NAME.default`), or when `policy.enforce_default` is on; otherwise the
+//! sandbox alone bounds it, as before run-time policies existed.
+
+use std::time::Duration;
+
+use scriptgate_policy::events::Events;
+
+use super::Executions;
+use crate::auth::Caller;
+use crate::domain::record::ExecutionRecord;
+use crate::policy::{Chooser, Policies, SelectionError};
+use crate::sandbox::{Enforcement, Lease, RunOutcome, RunSpec};
+
+/// The deployment's policies and how callers choose among them.
+#[derive(Debug)]
+pub(crate) struct RunPolicies {
+    policies: Policies,
+    /// Authentication is off: every caller is trusted and may select any policy.
+    open: bool,
+}
+
+/// A `policy` a request may not have.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PolicyChoiceError {
+    /// The caller's token may not select it (403).
+    #[error(transparent)]
+    NotAllowed(#[from] SelectionError),
+    /// No policy has that name (only a caller that may select anything learns this).
+    #[error("policy: no policy `{requested}` (there are: {known})")]
+    Unknown { requested: String, known: String },
+}
+
+impl RunPolicies {
+    pub(crate) fn new(policies: Policies, open: bool) -> RunPolicies {
+        RunPolicies { policies, open }
+    }
+
+    /// The policy a run of `caller` is enforced under (`None`: not enforced).
+    pub(crate) fn choose(
+        &self,
+        caller: &Caller,
+        requested: Option<&str>,
+    ) -> Result<Option<String>, PolicyChoiceError> {
+        let chooser = if self.open {
+            Chooser::Anyone
+        } else {
+            Chooser::Agent(&caller.name)
+        };
+        let settings = self.policies.settings();
+        let name = settings.select(chooser, requested)?;
+        if self.policies.get(name).is_none() {
+            return Err(PolicyChoiceError::Unknown {
+                requested: name.to_string(),
+                known: self.policies.names().collect::<Vec<_>>().join(", "),
+            });
+        }
+        let token_default = match chooser {
+            Chooser::Agent(agent) => settings
+                .agents
+                .get(agent)
+                .is_some_and(|a| a.default.is_some()),
+            Chooser::Anyone => false,
+        };
+        let enforced = requested.is_some() || token_default || settings.enforce_default;
+        Ok(enforced.then(|| name.to_string()))
+    }
+
+    /// What a run under the policy `name` carries to its sandbox (`None`: no such policy, after a
+    /// restart with other policies).
+    fn enforcement(&self, name: &str) -> Option<Enforcement> {
+        let loaded = self.policies.get(name)?;
+        let settings = self.policies.settings();
+        Some(Enforcement {
+            policy: loaded.policy.wire(),
+            event_cap: settings.event_cap,
+            approval_timeout: Duration::from_secs(settings.approval_timeout_secs),
+            approvals: None,
+            live: None,
+        })
+    }
+}
+
+impl Executions {
+    /// The policy a run of `caller` is enforced under (`None`: not enforced).
+    pub(crate) fn choose_policy(
+        &self,
+        caller: &Caller,
+        requested: Option<&str>,
+    ) -> Result<Option<String>, PolicyChoiceError> {
+        self.run_policies.choose(caller, requested)
+    }
+
+    /// The sandbox call: under the run's policy when it has one, with the events it yields.
+    /// Operations the policy holds are listed for operators while the run lasts.
+    pub(super) async fn sandbox_call(
+        &self,
+        rec: &ExecutionRecord,
+        lease: Box<dyn Lease>,
+        spec: RunSpec,
+    ) -> (RunOutcome, Option<Events>) {
+        let Some(name) = rec.run.policy() else {
+            return (lease.run(spec).await, None);
+        };
+        let Some(mut enforcement) = self.run_policies.enforcement(name) else {
+            let reason = format!("the run's policy `{name}` is no longer configured");
+            return (RunOutcome::not_run(lease.execution_id(), reason), None);
+        };
+        let (asks, _listed) = self.held.channel(rec.id, &rec.agent);
+        enforcement.approvals = Some(asks);
+        let (live, _publishing) = self.live.publish(rec.id);
+        enforcement.live = Some(live);
+        let enforced = lease.run_enforced(spec, enforcement).await;
+        (enforced.outcome, enforced.events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::policy::{AgentPolicy, PolicySettings};
+
+    fn policies(settings: PolicySettings) -> Policies {
+        Policies::load(&settings).expect("built-in policies load")
+    }
+
+    fn settings() -> PolicySettings {
+        PolicySettings {
+            agents: BTreeMap::from([(
+                "ci".to_string(),
+                AgentPolicy {
+                    default: Some("strict".into()),
+                    selectable: vec![],
+                },
+            )]),
+            ..PolicySettings::default()
+        }
+    }
+
+    #[test]
+    fn a_named_policy_or_a_token_default_is_enforced_the_deployment_default_only_when_asked() {
+        let p = RunPolicies::new(policies(settings()), false);
+        let bot = Caller::local_agent("bot");
+        let ci = Caller::local_agent("ci");
+        assert_eq!(p.choose(&bot, None).expect("allowed"), None);
+        assert_eq!(
+            p.choose(&bot, Some("default")).expect("allowed"),
+            Some("default".into())
+        );
+        assert_eq!(p.choose(&ci, None).expect("allowed"), Some("strict".into()));
+        let mut s = settings();
+        s.enforce_default = true;
+        let p = RunPolicies::new(policies(s), false);
+        assert_eq!(
+            p.choose(&bot, None).expect("allowed"),
+            Some("default".into())
+        );
+    }
+
+    #[test]
+    fn a_token_cannot_select_outside_its_list_and_an_open_service_learns_unknown_names() {
+        let closed = RunPolicies::new(policies(settings()), false);
+        let bot = Caller::local_agent("bot");
+        assert!(matches!(
+            closed.choose(&bot, Some("audit")),
+            Err(PolicyChoiceError::NotAllowed(_))
+        ));
+        let open = RunPolicies::new(policies(settings()), true);
+        assert_eq!(
+            open.choose(&bot, Some("audit")).expect("anyone"),
+            Some("audit".into())
+        );
+        let err = open.choose(&bot, Some("nope")).expect_err("unknown");
+        assert_eq!(
+            err.to_string(),
+            "policy: no policy `nope` (there are: audit, default, strict)"
+        );
+    }
+
+    #[test]
+    fn the_enforcement_carries_the_configured_cap_and_timeout() {
+        let mut s = settings();
+        s.event_cap = 7;
+        s.approval_timeout_secs = 9;
+        let p = RunPolicies::new(policies(s), false);
+        let e = p.enforcement("strict").expect("exists");
+        assert_eq!(e.event_cap, 7);
+        assert_eq!(e.approval_timeout, Duration::from_secs(9));
+        assert!(p.enforcement("nope").is_none());
+    }
+}
