@@ -6,7 +6,7 @@
 //!
 //! (Over 500 lines: word folding and command resolution call each other through `$(…)` and wrappers.)
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use tree_sitter::Node;
 
@@ -15,7 +15,7 @@ use super::codec::decode_c_escapes;
 mod download;
 use super::embed::Interpreters;
 use super::grammar::{Grammar, children_in_field, text};
-use super::matcher::{CommandSpec, Cx};
+use super::matcher::{CommandSpec, Cx, NameSet};
 pub use download::downloaded_then_run;
 
 const MAX_FOLD_DEPTH: u8 = 40;
@@ -91,7 +91,7 @@ impl BashKinds {
 /// Variables assigned in a script.
 #[derive(Debug, Default)]
 pub struct BashFacts {
-    consts: HashMap<String, Option<String>>,
+    consts: FxHashMap<String, Option<String>>,
 }
 
 impl BashFacts {
@@ -157,6 +157,46 @@ pub struct BashSem<'a> {
 }
 
 impl<'a> BashSem<'a> {
+    /// Whether a node is constant by its kind alone: a word, a quoted string without expansions,
+    /// or a command name that is one of those.
+    pub fn is_literal(&self, node: Node<'_>) -> bool {
+        let k = node.kind_id();
+        if k == self.k.word || k == self.k.raw_string || k == self.k.number {
+            return true;
+        }
+        k == self.k.command_name
+            && node.named_child_count() == 1
+            && node.named_child(0).is_some_and(|c| {
+                let k = c.kind_id();
+                k == self.k.word || k == self.k.raw_string
+            })
+    }
+
+    /// Whether [`BashSem::fold`] can succeed on a string or concatenation, decided without building
+    /// its value: every expansion in it names a variable with a constant value.
+    pub fn may_fold(&self, node: Node<'_>) -> bool {
+        let k = node.kind_id();
+        if k == self.k.simple_expansion || k == self.k.expansion {
+            let t = text(node, self.src);
+            let name = t
+                .trim_start_matches('$')
+                .trim_start_matches('{')
+                .trim_end_matches('}');
+            return matches!(self.facts.consts.get(name), Some(Some(_)));
+        }
+        if k == self.k.string || k == self.k.concatenation || k == self.k.translated_string {
+            return super::grammar::children(node).all(|c| self.may_fold(c));
+        }
+        // literal parts, punctuation, and `$(…)` (which folding decides)
+        !node.is_named()
+            || k == self.k.word
+            || k == self.k.raw_string
+            || k == self.k.ansi_c_string
+            || k == self.k.number
+            || k == self.k.string_content
+            || k == self.k.command_substitution
+    }
+
     /// The constant value of a word, string or expansion, as the shell would see it.
     pub fn fold(&self, node: Node<'_>) -> Option<String> {
         self.fold_at(node, 0).filter(|v| v.len() <= MAX_FOLD_LEN)
@@ -208,7 +248,7 @@ impl<'a> BashSem<'a> {
     ) -> Option<String> {
         let mut out = String::new();
         let mut at = start;
-        for child in node.children(&mut node.walk()) {
+        for child in super::grammar::children(node) {
             if child.end_byte() <= start || child.start_byte() >= end {
                 continue;
             }
@@ -280,6 +320,29 @@ impl<'a> BashSem<'a> {
             }
         }
         self.fold(name).map(|n| base_name(&n).to_string())
+    }
+
+    /// Whether a command can run a program named in `names`, from its name as written: a plain
+    /// word that is neither a wrapper nor in `names` cannot (anything else might).
+    pub fn may_run(&self, command: Node<'_>, names: &NameSet) -> bool {
+        // The name is the first child unless assignments or redirections come before it.
+        let first = command.child(0);
+        let name = match first {
+            Some(n) if n.kind_id() == self.k.command_name => n,
+            _ => match command.child_by_field_id(self.k.f_name) {
+                Some(n) => n,
+                None => return true,
+            },
+        };
+        let word = match (name.child_count(), name.child(0)) {
+            (1, Some(w)) if w.kind_id() == self.k.word => text(w, self.src),
+            _ => return true,
+        };
+        if word.contains('\\') {
+            return true;
+        }
+        let base = base_name(word);
+        wrapper(base).is_some() || names.contains(base)
     }
 
     /// The programs a `command` node runs, outermost first.
@@ -358,7 +421,7 @@ impl<'a> BashSem<'a> {
         let (invocations, hot) = cx.bash_invocations(self, node);
         hot && invocations.iter().any(|inv| {
             spec.name.contains(&inv.name)
-                && (spec.flags.is_empty() || self.has_flag(inv, &spec.flags))
+                && (spec.flags.is_empty() || self.has_flag(inv, &spec.flags, cx))
                 && spec
                     .arg
                     .as_ref()
@@ -368,15 +431,16 @@ impl<'a> BashSem<'a> {
     }
 
     /// Whether an option appears before `--`; `-r` matches inside clusters such as `-rf`.
-    pub fn has_flag(&self, inv: &Invocation<'_>, flags: &[String]) -> bool {
+    pub fn has_flag<'t>(&self, inv: &Invocation<'t>, flags: &[String], cx: &Cx<'_, 't>) -> bool {
         for arg in &inv.args {
-            let Some(a) = self.fold(*arg) else { continue };
+            let Some(a) = cx.fold(*arg) else { continue };
+            let a: &str = &a;
             if a == "--" {
                 return false;
             }
             for flag in flags {
                 let hit = if flag.starts_with("--") || flag.len() > 2 {
-                    a == *flag
+                    a == flag
                         || a.strip_prefix(flag.as_str())
                             .is_some_and(|r| r.starts_with('='))
                 } else {
@@ -424,17 +488,19 @@ impl<'a> BashSem<'a> {
             return false;
         };
         let name = text(name, self.src);
+        if !text(body, self.src).contains(name) {
+            return false;
+        }
         // Depth-first over the body with one pooled cursor.
         cx.with_cursor(body, |cursor| {
             let mut depth = 0usize;
             loop {
                 let n = cursor.node();
+                // Not the memoized invocations: those leave out names no rule mentions, and a
+                // function's own name is one.
                 if n.kind_id() == self.k.command
-                    && cx
-                        .bash_invocations(self, n)
-                        .0
-                        .iter()
-                        .any(|i| i.name == name)
+                    && text(n, self.src).contains(name)
+                    && self.invocations(n).iter().any(|i| i.name == name)
                 {
                     return true;
                 }

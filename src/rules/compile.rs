@@ -5,6 +5,7 @@ use regex::Regex;
 use super::grammar::Grammar;
 use super::matcher::{
     ArgSpec, CallSpec, CommandSpec, KeywordSpec, Matcher, NameSet, NameSetError, Relation,
+    TextRegex, Words,
 };
 use super::model::{CallSpecRaw, CommandSpecRaw, MatcherSpec, OneOrMany, StopBy};
 use crate::domain::script::Language;
@@ -177,17 +178,24 @@ impl<'g> MatcherCompiler<'g> {
             parts.push(Matcher::Not(Box::new(self.compile(inner, &at("not"))?)));
         }
         if let Some(list) = &spec.all {
-            parts.push(Matcher::All(self.list(list, &at("all"))?));
+            let mut all = self.list(list, &at("all"))?;
+            all.sort_by_key(Matcher::cost);
+            parts.push(Matcher::All(all));
         }
         if let Some(list) = &spec.any {
-            parts.push(Matcher::Any(self.list(list, &at("any"))?));
+            let mut any = self.list(list, &at("any"))?;
+            any.sort_by_key(Matcher::cost);
+            parts.push(Matcher::Any(any));
         }
         match parts.len() {
             0 => Err(MatcherError::Empty {
                 path: path.to_string(),
             }),
             1 => Ok(parts.remove(0)),
-            _ => Ok(Matcher::All(parts)),
+            _ => {
+                parts.sort_by_key(Matcher::cost);
+                Ok(Matcher::All(parts))
+            }
         }
     }
 
@@ -300,6 +308,7 @@ impl<'g> MatcherCompiler<'g> {
             }
         };
         Ok(CallSpec {
+            slot: 0,
             callee,
             arg,
             keyword,
@@ -325,6 +334,7 @@ impl<'g> MatcherCompiler<'g> {
             Some(v) => Some(self.compile(v, &format!("{path}.arg"))?),
         };
         Ok(CommandSpec {
+            slot: 0,
             name,
             flags,
             arg,
@@ -350,10 +360,35 @@ fn text_matcher(re: Regex) -> Matcher {
         Some(alternatives)
             if !alternatives.contains(['(', ')']) && alternatives.split('|').all(is_word) =>
         {
-            Matcher::Exact(alternatives.split('|').map(str::to_string).collect())
+            Matcher::Exact(Words {
+                words: alternatives.split('|').map(str::to_string).collect(),
+                slot: 0,
+            })
         }
-        _ => Matcher::Regex(re),
+        _ => Matcher::Regex(TextRegex {
+            literals: required_literals(re.as_str()),
+            regex: re,
+            slot: 0,
+        }),
     }
+}
+
+/// Literals one of which every match of `pattern` contains (its prefixes, when they form a small
+/// finite set of non-empty strings); `None` when there is no such set.
+fn required_literals(pattern: &str) -> Option<Vec<String>> {
+    use regex_syntax::hir::literal::Extractor;
+    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+    let mut extractor = Extractor::new();
+    extractor.limit_total(64);
+    let seq = extractor.extract(&hir);
+    let literals = seq.literals()?;
+    if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
+        return None;
+    }
+    literals
+        .iter()
+        .map(|l| String::from_utf8(l.as_bytes().to_vec()).ok())
+        .collect()
 }
 
 fn name_set(names: &OneOrMany, path: &str) -> Result<NameSet, MatcherError> {

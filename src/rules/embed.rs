@@ -290,7 +290,7 @@ fn stdin_program<'t>(
         verbatim_at: None,
     };
     // here-string: a child of the command itself
-    for child in command.children(&mut command.walk()) {
+    for child in crate::rules::grammar::children(command) {
         if child.kind_id() == k.herestring_redirect {
             let value = child.named_child(0);
             let code = value.and_then(|v| sem.fold(v));
@@ -317,8 +317,7 @@ fn stdin_program<'t>(
                     .find(|c| c.kind_id() == k.heredoc_redirect)
             };
             if let Some(body) = redirect.and_then(|r| {
-                r.children(&mut r.walk())
-                    .find(|c| c.kind_id() == k.heredoc_body)
+                crate::rules::grammar::children(r).find(|c| c.kind_id() == k.heredoc_body)
             }) {
                 let code = text(body, sem.src).to_string();
                 return Embedded {
@@ -351,7 +350,7 @@ fn piped_program<'t>(
     language: Option<Language>,
 ) -> Option<Embedded<'t>> {
     let mut previous = None;
-    for child in pipeline.named_children(&mut pipeline.walk()) {
+    for child in crate::rules::grammar::children(pipeline).filter(|c| c.is_named()) {
         if child.id() == stage.id() {
             break;
         }

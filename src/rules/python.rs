@@ -5,7 +5,7 @@
 //! flow-insensitive: a name bound twice keeps every binding, and a name assigned twice is not a constant.
 //! Folding lives in `fold`. (Just over 500 lines: kinds, facts and name resolution share the facts.)
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use tree_sitter::Node;
 
@@ -14,7 +14,7 @@ pub use super::codec::decode_base64;
 mod fold;
 
 use super::grammar::{Grammar, children_in_field, text};
-use super::matcher::{CallSpec, Cx, normalized};
+use super::matcher::{CallSpec, Cx, NameSet, normalized};
 
 /// Functions (last name segment) whose result can be a constant when their arguments are.
 const FOLDING_FUNCTIONS: &[&str] = &[
@@ -287,6 +287,12 @@ impl PyFacts {
     }
 }
 
+/// A call's callee: always its first child (`call: function arguments`), which is cheaper to
+/// reach than by field.
+pub(crate) fn function_of(call: Node<'_>) -> Option<Node<'_>> {
+    call.child(0).filter(|c| c.is_named())
+}
+
 fn is_name_expr(k: &PyKinds, node: Node<'_>) -> bool {
     let kind = node.kind_id();
     kind == k.identifier || kind == k.attribute || kind == k.call || kind == k.subscript
@@ -374,7 +380,7 @@ impl<'a> PySem<'a> {
 
     /// `__import__('os')` → `os`; `getattr(os, 'system')` → `os.system`.
     fn names_of_call_result(&self, node: Node<'_>, d: u8) -> Vec<String> {
-        let Some(func) = node.child_by_field_id(self.k.f_function) else {
+        let Some(func) = function_of(node) else {
             return Vec::new();
         };
         let last = self.last_segment(func);
@@ -454,11 +460,41 @@ impl<'a> PySem<'a> {
         out
     }
 
+    /// Whether a call's resolved names can be in `names`, decided from the callee's text: a plain
+    /// dotted chain (after its first name's import or assignment aliases) whose last segment and
+    /// prefix fit no name of `names` cannot. Anything computed (`getattr(…)(…)`, `d["k"](…)`),
+    /// non-ASCII or through `builtins` might.
+    pub fn may_call(&self, call: Node<'_>, names: &NameSet) -> bool {
+        let Some(func) = function_of(call) else {
+            return false;
+        };
+        let t = text(func, self.src);
+        if !t
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+        {
+            return true;
+        }
+        let (root, rest) = t.split_at(t.find('.').unwrap_or(t.len()));
+        if matches!(root, "builtins" | "__builtins__")
+            || (rest.is_empty() && !self.facts.star_modules.is_empty())
+        {
+            return true;
+        }
+        let last = t.rsplit('.').next().unwrap_or(t);
+        match self.facts.aliases.get(root) {
+            None => names.may_contain(t, last),
+            Some(targets) => targets.iter().any(|target| {
+                let full = format!("{target}{rest}");
+                let last = full.rsplit('.').next().unwrap_or(&full);
+                names.may_contain(&full, last)
+            }),
+        }
+    }
+
     /// The resolved names of a call's callee.
     pub fn callee_names(&self, call: Node<'_>) -> Vec<String> {
-        call.child_by_field_id(self.k.f_function)
-            .map(|f| self.names(f))
-            .unwrap_or_default()
+        function_of(call).map(|f| self.names(f)).unwrap_or_default()
     }
 
     pub fn call_matches<'t>(&self, node: Node<'t>, spec: &CallSpec, cx: &Cx<'_, 't>) -> bool {
@@ -508,15 +544,19 @@ impl<'a> PySem<'a> {
             return false;
         };
         let name = ident(name, self.src);
+        // A call of the function names it (NFKC-equal names aside: those take the long way).
+        if self.src.is_ascii() && !text(body, self.src).contains(name.as_str()) {
+            return false;
+        }
         let mut stack = vec![body];
         while let Some(n) = stack.pop() {
             if n.kind_id() == self.k.call
-                && n.child_by_field_id(self.k.f_function)
+                && function_of(n)
                     .is_some_and(|f| f.kind_id() == self.k.identifier && ident(f, self.src) == name)
             {
                 return true;
             }
-            stack.extend(n.named_children(&mut n.walk()));
+            stack.extend(crate::rules::grammar::children(n).filter(|c| c.is_named()));
         }
         false
     }

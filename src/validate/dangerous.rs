@@ -66,13 +66,29 @@ pub fn hits(
     nesting: u8,
 ) -> Vec<Hit> {
     let rules = v.rules().tree(language);
-    let cx = Cx::new(src, semantics(v, walk, src), &rules.names, &walk.sites);
+    let cx = Cx::new(
+        src,
+        semantics(v, walk, src),
+        &rules.names,
+        &walk.sites,
+        rules.slots,
+        &rules.literals,
+        &walk.present,
+    );
     let mut out = Vec::new();
-    // Which parts can match anywhere in this script, decided once.
+    // Which parts can match anywhere in this script, decided once. Name-keyed parts only run on
+    // calls or commands of their names, which is the same question asked per node.
     let active: Vec<bool> = rules
         .parts
         .iter()
-        .map(|p| p.matcher.possible(&cx))
+        .map(|p| {
+            if p.by_name {
+                p.matcher
+                    .lexically_possible(&|slot| rules.literals.slot_present(&walk.present, slot))
+            } else {
+                p.matcher.possible(&cx)
+            }
+        })
         .collect();
     let mut keyed = Vec::new();
     let mut matched: Vec<usize> = Vec::new();
@@ -95,9 +111,11 @@ pub fn hits(
     if nesting == 0 {
         out.extend(bidi(v, language, src));
     }
-    // Only scripts that run a downloader can run what it downloaded.
+    // Only scripts that run a downloader can run what it downloaded: one that names it, or one
+    // that could spell the name in pieces (quotes, escapes), whose commands are then resolved.
     if let Sem::Bash(sh) = &cx.sem
         && let Some(meta) = rules.builtin(BASH_DOWNLOAD_RUN)
+        && may_name_downloader(src)
         && cx.script_names().iter().any(|n| n == "curl" || n == "wget")
     {
         for run in crate::rules::bash::downloaded_then_run(sh, &cx, &walk.sites) {
@@ -126,6 +144,15 @@ pub fn hits(
         }
     }
     out
+}
+
+/// Whether a Bash script can run `curl` or `wget`: it names one, or holds quotes, escapes or
+/// expansions that could spell one.
+fn may_name_downloader(src: &str) -> bool {
+    let b = src.as_bytes();
+    ["curl", "wget", "''", "\"\"", "$'", "\\", "${", "$("]
+        .iter()
+        .any(|t| memchr::memmem::find(b, t.as_bytes()).is_some())
 }
 
 /// The name-keyed parts for a call/command node: those of the names it calls, if any is of interest.
