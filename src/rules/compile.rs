@@ -150,10 +150,21 @@ impl<'g> MatcherCompiler<'g> {
         if let Some(want) = spec.dynamic {
             parts.push(Matcher::Dynamic(want));
         }
+        if let Some(re) = &spec.prefix {
+            parts.push(Matcher::Prefix(regex(re, &at("prefix"))?));
+        }
+        if let Some(want) = spec.quoted {
+            parts.push(Matcher::Quoted(want));
+        }
+        if let Some(inner) = &spec.derived {
+            let path = at("derived");
+            self.require(Language::Python, "derived", &path)?;
+            parts.push(Matcher::Derived(Box::new(self.compile(inner, &path)?)));
+        }
         if let Some(names) = &spec.resolves {
             let path = at("resolves");
             self.require(Language::Python, "resolves", &path)?;
-            parts.push(Matcher::Resolves(name_set(names, &path)?));
+            parts.push(Matcher::Resolves(name_set(names, &path)?, 0));
         }
         if let Some(call) = &spec.call {
             parts.push(Matcher::Call(Box::new(self.call(call, &at("call"))?)));
@@ -333,11 +344,16 @@ impl<'g> MatcherCompiler<'g> {
             None => None,
             Some(v) => Some(self.compile(v, &format!("{path}.arg"))?),
         };
+        let last_arg = match &spec.last_arg {
+            None => None,
+            Some(v) => Some(self.compile(v, &format!("{path}.last_arg"))?),
+        };
         Ok(CommandSpec {
             slot: 0,
             name,
             flags,
             arg,
+            last_arg,
             stdin_program: spec.stdin_program,
         })
     }

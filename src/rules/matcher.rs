@@ -30,7 +30,7 @@ use unicode_normalization::UnicodeNormalization;
 use super::bash::{BashSem, Invocation};
 pub use super::compile::{MatcherCompiler, MatcherError};
 use super::grammar::{children_in_field, text};
-use super::python::PySem;
+use super::python::{Binding, PySem};
 
 #[derive(Debug)]
 pub enum Matcher {
@@ -48,8 +48,12 @@ pub enum Matcher {
     Call(Box<CallSpec>),
     Command(Box<CommandSpec>),
     Recursive(bool),
-    Resolves(NameSet),
+    /// The names and the leaf slot (see [`Matcher::assign_slots`]).
+    Resolves(NameSet, usize),
     MayBe(Regex),
+    Prefix(Regex),
+    Derived(Box<Matcher>),
+    Quoted(bool),
 }
 
 /// A `regex` condition, with the literals one of which every match contains (when the regex has
@@ -75,6 +79,21 @@ pub struct Relation {
     pub stop_by_end: bool,
     pub inner: Matcher,
 }
+
+/// Words of the Python constructs that compute a name from strings (see [`NameSet::texts`]).
+const COMPUTED_NAMES: &[&str] = &[
+    "getattr",
+    "__import__",
+    "import_module",
+    "globals",
+    "locals",
+    "vars",
+    "__dict__",
+    "modules",
+    "attrgetter",
+    "methodcaller",
+    "builtins",
+];
 
 /// A set of dotted names with `*` wildcards (`os.exec*`, `subprocess.*`), matched whole. Plain
 /// names are a hash lookup; only the wildcard patterns need a regex.
@@ -118,6 +137,27 @@ impl NameSet {
             wildcard,
             patterns: names.to_vec(),
         })
+    }
+
+    /// Texts one of which a script naming a member of the set holds: each name's last segment
+    /// (or the text before a wildcard), and the words of the ways Python computes a name
+    /// (`getattr`, `__import__`, `globals`, …), which may hide it.
+    pub fn texts(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.last_segments.iter().cloned().collect();
+        for p in &self.wild_prefixes {
+            let last = p.rsplit('.').next().unwrap_or(p);
+            let piece = if last.is_empty() {
+                p.trim_end_matches('.').rsplit('.').next().unwrap_or(p)
+            } else {
+                last
+            };
+            out.push(piece.to_string());
+        }
+        out.extend(COMPUTED_NAMES.iter().map(|s| s.to_string()));
+        out.retain(|t| !t.is_empty());
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// A necessary condition for `full` (a dotted name whose last segment is `last`) to be in the
@@ -171,6 +211,8 @@ pub struct CommandSpec {
     /// Any of these options must be present (`-r` also matches inside `-rf`).
     pub flags: Vec<String>,
     pub arg: Option<Matcher>,
+    /// The last argument matches.
+    pub last_arg: Option<Matcher>,
     /// The command reads its program from standard input (a shell or interpreter with no script).
     pub stdin_program: bool,
 }
@@ -182,19 +224,19 @@ pub struct CommandSpec {
 /// `names` is the union of every callee/command name any rule of the language cares about: a call
 /// or command whose names are all outside it can match no name-based rule, which one test decides.
 #[derive(Debug)]
-pub struct Cx<'a, 't> {
+pub struct Cx<'a> {
     pub src: &'a str,
     pub sem: Sem<'a>,
     names: &'a NameSet,
     /// The calls (Python) or commands (Bash) of the script: what name conditions can ever match.
-    sites: &'a [Node<'t>],
+    sites: &'a [Node<'a>],
     literals: &'a LiteralIndex,
     /// Which of `literals`' texts the script holds ([`LiteralIndex::scan`]).
     present: &'a [bool],
-    memo: Memo<'t>,
+    memo: Memo<'a>,
     /// Tree cursors to reuse: tree-sitter allocates for every new cursor, and relations such as
     /// `has` need one per evaluation (nested relations take another from the pool).
-    cursors: CursorPool<'t>,
+    cursors: CursorPool<'a>,
 }
 
 #[derive(Default)]
@@ -224,14 +266,14 @@ struct Memo<'t> {
     script_names: std::cell::OnceCell<Vec<String>>,
 }
 
-impl<'a, 't> Cx<'a, 't> {
+impl<'a> Cx<'a> {
     /// `slots` is the number of leaf slots the rules use ([`Matcher::assign_slots`]); `literals`
     /// the index of the texts their exact-word and regex leaves need.
     pub fn new(
         src: &'a str,
         sem: Sem<'a>,
         names: &'a NameSet,
-        sites: &'a [Node<'t>],
+        sites: &'a [Node<'a>],
         slots: usize,
         literals: &'a LiteralIndex,
         present: &'a [bool],
@@ -283,7 +325,7 @@ impl<'a, 't> Cx<'a, 't> {
     }
 
     /// The constant value of a node, folded once per node.
-    pub fn fold(&self, node: Node<'t>) -> Option<Rc<str>> {
+    pub fn fold(&self, node: Node<'a>) -> Option<Rc<str>> {
         if let Some(v) = self.memo.folds.borrow().get(&node.id()) {
             return v.clone();
         }
@@ -322,15 +364,15 @@ impl<'a, 't> Cx<'a, 't> {
     pub fn bash_invocations(
         &self,
         sh: &BashSem<'_>,
-        node: Node<'t>,
-    ) -> (Rc<[Invocation<'t>]>, bool) {
+        node: Node<'a>,
+    ) -> (Rc<[Invocation<'a>]>, bool) {
         self.invocations(node, || {
             self.with_cursor(node, |c| sh.invocations_with(node, c))
         })
     }
 
     /// Runs `f` with a cursor positioned on `node`, taken from (and returned to) the pool.
-    pub fn with_cursor<R>(&self, node: Node<'t>, f: impl FnOnce(&mut TreeCursor<'t>) -> R) -> R {
+    pub fn with_cursor<R>(&self, node: Node<'a>, f: impl FnOnce(&mut TreeCursor<'a>) -> R) -> R {
         let pooled = self.cursors.0.borrow_mut().pop();
         let mut cursor = match pooled {
             Some(mut c) => {
@@ -348,7 +390,7 @@ impl<'a, 't> Cx<'a, 't> {
     /// could care about them.
     pub fn callee(
         &self,
-        node: Node<'t>,
+        node: Node<'a>,
         compute: impl FnOnce() -> Vec<String>,
     ) -> (Rc<[String]>, bool) {
         if let Some((names, hot)) = self.memo.callee.borrow().get(&node.id()) {
@@ -370,13 +412,13 @@ impl<'a, 't> Cx<'a, 't> {
     /// The programs a Bash command runs, computed once per node, and whether any rule could care.
     pub fn invocations(
         &self,
-        node: Node<'t>,
-        compute: impl FnOnce() -> Vec<Invocation<'t>>,
-    ) -> (Rc<[Invocation<'t>]>, bool) {
+        node: Node<'a>,
+        compute: impl FnOnce() -> Vec<Invocation<'a>>,
+    ) -> (Rc<[Invocation<'a>]>, bool) {
         if let Some((invs, hot)) = self.memo.invocations.borrow().get(&node.id()) {
             return (invs.clone(), *hot);
         }
-        let invs: Rc<[Invocation<'t>]> = match &self.sem {
+        let invs: Rc<[Invocation<'a>]> = match &self.sem {
             Sem::Bash(sh) if !sh.may_run(node, self.names) => self.memo.no_invocations.clone(),
             _ => compute().into(),
         };
@@ -395,11 +437,27 @@ pub enum Sem<'a> {
     Bash(BashSem<'a>),
 }
 
-impl Sem<'_> {
+impl<'a> Sem<'a> {
     pub fn fold(&self, node: Node<'_>) -> Option<String> {
         match self {
             Sem::Python(s) => s.fold(node),
             Sem::Bash(s) => s.fold(node),
+        }
+    }
+
+    /// The values a non-constant node is known to take (see [`Matcher::Folded`]).
+    pub fn possible_values(&self, node: Node<'_>) -> Option<Vec<String>> {
+        match self {
+            Sem::Python(s) => s.possible_values(node),
+            Sem::Bash(s) => s.possible_values(node),
+        }
+    }
+
+    /// The known leading parts of a node's values (see `prefix:`).
+    pub fn prefixes(&self, node: Node<'a>) -> Vec<String> {
+        match self {
+            Sem::Python(s) => s.prefixes(node),
+            Sem::Bash(s) => s.prefixes(node),
         }
     }
 
@@ -450,7 +508,7 @@ fn normalized_runs(src: &str) -> String {
 }
 
 impl Matcher {
-    pub fn matches<'t>(&self, node: Node<'t>, cx: &Cx<'_, 't>) -> bool {
+    pub fn matches<'t>(&self, node: Node<'t>, cx: &Cx<'t>) -> bool {
         match self {
             Matcher::Kind(kinds) => kinds.contains(&node.kind_id()),
             Matcher::Regex(re) => re.regex.is_match(&normalized(text(node, cx.src))),
@@ -467,7 +525,24 @@ impl Matcher {
             Matcher::Not(m) => !m.matches(node, cx),
             Matcher::All(ms) => ms.iter().all(|m| m.matches(node, cx)),
             Matcher::Any(ms) => ms.iter().any(|m| m.possible(cx) && m.matches(node, cx)),
-            Matcher::Folded(re) => cx.fold(node).is_some_and(|v| re.is_match(&v)),
+            Matcher::Folded(re) => match cx.fold(node) {
+                Some(v) => re.is_match(&v),
+                // not a constant: one of the values it is known to take (a loop over constants,
+                // an element of a constant container)
+                None => cx
+                    .sem
+                    .possible_values(node)
+                    .is_some_and(|vs| vs.iter().any(|v| re.is_match(v))),
+            },
+            Matcher::Prefix(re) => cx.sem.prefixes(node).iter().any(|p| re.is_match(p)),
+            Matcher::Quoted(want) => {
+                let quoted = match &cx.sem {
+                    Sem::Python(py) => py.fold_shell(node).is_some(),
+                    Sem::Bash(_) => cx.fold(node).is_some(),
+                };
+                quoted == *want
+            }
+            Matcher::Derived(inner) => derived(node, inner, cx, 0),
             Matcher::Dynamic(want) => {
                 let constant = cx.sem.is_literal(node) || cx.fold(node).is_some();
                 constant != *want
@@ -487,7 +562,7 @@ impl Matcher {
                 };
                 values.is_none_or(|vs| vs.iter().any(|v| re.is_match(v)))
             }
-            Matcher::Resolves(set) => match &cx.sem {
+            Matcher::Resolves(set, _) => match &cx.sem {
                 Sem::Python(py) => py.names(node).iter().any(|n| set.contains(n)),
                 Sem::Bash(_) => false,
             },
@@ -504,11 +579,12 @@ impl Matcher {
     /// Whether this matcher can match any node of the script (decided once per script): exact text
     /// needs its word in the source, a call/command condition needs a call/command of that name
     /// somewhere. Everything else is assumed possible.
-    pub fn possible(&self, cx: &Cx<'_, '_>) -> bool {
+    pub fn possible(&self, cx: &Cx<'_>) -> bool {
         match self {
             // Identifiers compare after NFKC, so a non-ASCII script is searched in its NFKC form
             // (NFKC does not compose across the ASCII punctuation and spaces that delimit words).
             Matcher::Exact(w) => cx.leaf_possible(w.slot, || cx.has_literal_of(w.slot)),
+            Matcher::Resolves(_, slot) => cx.leaf_possible(*slot, || cx.has_literal_of(*slot)),
             Matcher::Regex(TextRegex {
                 literals: Some(_),
                 slot,
@@ -532,6 +608,7 @@ impl Matcher {
     pub fn lexically_possible(&self, has: &dyn Fn(usize) -> bool) -> bool {
         match self {
             Matcher::Exact(w) => has(w.slot),
+            Matcher::Resolves(_, slot) => has(*slot),
             Matcher::Regex(TextRegex {
                 literals: Some(_),
                 slot,
@@ -548,6 +625,7 @@ impl Matcher {
     pub fn collect_literals(&self, out: &mut Vec<(usize, Vec<String>)>) {
         match self {
             Matcher::Exact(w) => out.push((w.slot, w.words.clone())),
+            Matcher::Resolves(set, slot) => out.push((*slot, set.texts())),
             Matcher::Regex(TextRegex {
                 literals: Some(l),
                 slot,
@@ -565,7 +643,11 @@ impl Matcher {
                 if let Some(m) = &spec.arg {
                     m.collect_literals(out);
                 }
+                if let Some(m) = &spec.last_arg {
+                    m.collect_literals(out);
+                }
             }
+            Matcher::Derived(m) => m.collect_literals(out),
             Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.collect_literals(out),
             Matcher::Not(m) => m.collect_literals(out),
             Matcher::All(ms) | Matcher::Any(ms) => ms.iter().for_each(|m| m.collect_literals(out)),
@@ -581,9 +663,13 @@ impl Matcher {
             Matcher::Exact(_) => 1,
             Matcher::Regex(_) => 2,
             Matcher::Call(_) | Matcher::Command(_) => 3,
-            Matcher::Folded(_) | Matcher::Dynamic(_) | Matcher::MayBe(_) | Matcher::Resolves(_) => {
-                4
-            }
+            Matcher::Folded(_)
+            | Matcher::Dynamic(_)
+            | Matcher::MayBe(_)
+            | Matcher::Resolves(..)
+            | Matcher::Prefix(_)
+            | Matcher::Quoted(_) => 4,
+            Matcher::Derived(m) => 8 + m.cost() / 4,
             Matcher::Not(m) => m.cost(),
             Matcher::Has(rel) | Matcher::Inside(rel) if !rel.stop_by_end => {
                 5 + rel.inner.cost() / 4
@@ -605,6 +691,7 @@ impl Matcher {
         match self {
             Matcher::Exact(w) => take(&mut w.slot),
             Matcher::Regex(r) => take(&mut r.slot),
+            Matcher::Resolves(_, slot) => take(slot),
             Matcher::Call(spec) => {
                 take(&mut spec.slot);
                 if let Some(a) = &mut spec.arg {
@@ -619,7 +706,11 @@ impl Matcher {
                 if let Some(m) = &mut spec.arg {
                     m.assign_slots(next);
                 }
+                if let Some(m) = &mut spec.last_arg {
+                    m.assign_slots(next);
+                }
             }
+            Matcher::Derived(m) => m.assign_slots(next),
             Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.assign_slots(next),
             Matcher::Not(m) => m.assign_slots(next),
             Matcher::All(ms) | Matcher::Any(ms) => ms.iter_mut().for_each(|m| m.assign_slots(next)),
@@ -644,7 +735,11 @@ impl Matcher {
                 if let Some(m) = &spec.arg {
                     m.collect_names(out);
                 }
+                if let Some(m) = &spec.last_arg {
+                    m.collect_names(out);
+                }
             }
+            Matcher::Derived(m) => m.collect_names(out),
             Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.collect_names(out),
             Matcher::Not(m) => m.collect_names(out),
             Matcher::All(ms) | Matcher::Any(ms) => ms.iter().for_each(|m| m.collect_names(out)),
@@ -693,7 +788,7 @@ impl Matcher {
 }
 
 impl Relation {
-    fn has<'t>(&self, node: Node<'t>, cx: &Cx<'_, 't>) -> bool {
+    fn has<'t>(&self, node: Node<'t>, cx: &Cx<'t>) -> bool {
         if !self.inner.possible(cx) {
             return false;
         }
@@ -706,7 +801,7 @@ impl Relation {
         cx.with_cursor(node, |cursor| self.has_with(cursor, cx))
     }
 
-    fn has_with<'t>(&self, cursor: &mut TreeCursor<'t>, cx: &Cx<'_, 't>) -> bool {
+    fn has_with<'t>(&self, cursor: &mut TreeCursor<'t>, cx: &Cx<'t>) -> bool {
         if !cursor.goto_first_child() {
             return false;
         }
@@ -742,7 +837,7 @@ impl Relation {
         }
     }
 
-    fn inside<'t>(&self, node: Node<'t>, cx: &Cx<'_, 't>) -> bool {
+    fn inside<'t>(&self, node: Node<'t>, cx: &Cx<'t>) -> bool {
         if !self.inner.possible(cx) {
             return false;
         }
@@ -767,6 +862,66 @@ impl Relation {
         }
         false
     }
+}
+
+/// `derived:`: `node` or a descendant matches `inner`, or so does an expression a name inside it
+/// is bound to (Python; names followed at most four deep).
+fn derived<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool {
+    if inner.matches(node, cx) {
+        return true;
+    }
+    // The compiler only accepts `derived` in Python rules.
+    let Sem::Python(py) = &cx.sem else {
+        return false;
+    };
+    let mut names: Vec<Node<'t>> = Vec::new();
+    let found = cx.with_cursor(node, |cursor| {
+        let mut level = 0usize;
+        if !cursor.goto_first_child() {
+            return false;
+        }
+        level += 1;
+        loop {
+            let n = cursor.node();
+            if inner.matches(n, cx) {
+                return true;
+            }
+            if n.kind_id() == py.k.identifier {
+                names.push(n);
+            }
+            if cursor.goto_first_child() {
+                level += 1;
+                continue;
+            }
+            loop {
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+                if level <= 1 || !cursor.goto_parent() {
+                    return false;
+                }
+                level -= 1;
+            }
+        }
+    });
+    if found {
+        return true;
+    }
+    if node.kind_id() == py.k.identifier {
+        names.push(node);
+    }
+    if depth >= 4 {
+        return false;
+    }
+    names.iter().any(|n| {
+        let name = normalized(text(*n, cx.src));
+        match py.binding(&name) {
+            Some(Binding::Value(v)) | Some(Binding::Item(v, _)) => {
+                v.id() != node.id() && derived(v, inner, cx, depth + 1)
+            }
+            _ => false,
+        }
+    })
 }
 
 /// Every text the exact-word and regex leaves of a language's rules need, in one automaton: one

@@ -44,11 +44,7 @@ impl Hit {
 /// The semantics rules evaluate against, for one walked script.
 pub fn semantics<'a>(v: &'a Validator, walk: &'a Walk<'_>, src: &'a str) -> Sem<'a> {
     match &walk.facts {
-        Facts::Python(facts) => Sem::Python(PySem {
-            k: &v.kinds().py,
-            facts,
-            src,
-        }),
+        Facts::Python(facts) => Sem::Python(PySem::new(&v.kinds().py, facts, src)),
         Facts::Bash(facts) => Sem::Bash(BashSem {
             k: &v.kinds().sh,
             facts,
@@ -157,7 +153,7 @@ fn may_name_downloader(src: &str) -> bool {
 
 /// The name-keyed parts for a call/command node: those of the names it calls, if any is of interest.
 fn named_parts<'t>(
-    cx: &Cx<'_, 't>,
+    cx: &Cx<'t>,
     node: tree_sitter::Node<'t>,
     by_name: &crate::rules::ByName,
     out: &mut Vec<usize>,

@@ -107,6 +107,7 @@ const PY_TRIGGERS: &[(&str, &[&str])] = &[
     ("identifier", &["async", "await"]),
     ("integer", &["0"]),
     ("comparison_operator", &["<>"]),
+    ("as_pattern", &[" as "]),
 ];
 
 impl Kinds {
@@ -141,6 +142,7 @@ impl Kinds {
             "assignment",
             "augmented_assignment",
             "for_statement",
+            "as_pattern",
         ];
         let py_table = table(
             &py,

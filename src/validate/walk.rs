@@ -25,8 +25,8 @@ use crate::rules::python::PyFacts;
 const MIN_BLOB_BYTES: usize = 20;
 
 #[derive(Debug)]
-pub(crate) enum Facts {
-    Python(PyFacts),
+pub(crate) enum Facts<'t> {
+    Python(PyFacts<'t>),
     Bash(BashFacts),
 }
 
@@ -41,7 +41,7 @@ pub(crate) struct Walk<'t> {
     pub(crate) strings: Vec<Node<'t>>,
     /// Expressions that may assemble a string from literals (`"a" + "b"`, `"$a$b"`), in document order.
     pub(crate) folds: Vec<Node<'t>>,
-    pub(crate) facts: Facts,
+    pub(crate) facts: Facts<'t>,
     /// Byte ranges hidden from the tree by the Bash heredoc grammar gap, to check on their own.
     pub(crate) regions: Vec<(usize, usize)>,
     /// Which texts the rules' leaves need the script holds ([`crate::rules::matcher::LiteralIndex`]).

@@ -177,6 +177,9 @@ impl<'a> PySem<'a> {
             }
         }
         let names = self.names(func);
+        if let Some(quoted) = self.fold_quoting(&names) {
+            return Some(quoted);
+        }
         let arg0 = args.first().copied();
         for name in &names {
             let value = match name.as_str() {
@@ -388,6 +391,16 @@ impl<'a> PySem<'a> {
     pub fn possible_values(&self, node: Node<'_>) -> Option<Vec<String>> {
         if let Some(v) = self.fold(node) {
             return Some(vec![v]);
+        }
+        // `for p in ["/etc", "/usr"]`: the loop variable takes each constant item.
+        if node.kind_id() == self.k.identifier
+            && let Some(Binding::Item(items, None)) = self.binding(&ident(node, self.src))
+            && (items.kind_id() == self.k.list || items.kind_id() == self.k.tuple)
+        {
+            return crate::rules::grammar::children(items)
+                .filter(|c| c.is_named())
+                .map(|item| self.fold(item))
+                .collect();
         }
         if node.kind_id() != self.k.subscript {
             return None;

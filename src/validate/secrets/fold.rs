@@ -84,7 +84,14 @@ fn assembles(node: Node<'_>, src: &str) -> bool {
             }
             prefix.contains(['f', 'F']) && raw.contains('{')
         }
-        "concatenation" => raw.contains('$'),
+        // `"$a$b"`, and literals glued together (`"ghp_""…"`, `'a'"b"`)
+        "concatenation" => {
+            raw.contains('$')
+                || crate::rules::grammar::children(node)
+                    .filter(|c| c.is_named())
+                    .count()
+                    > 1
+        }
         _ => false,
     }
 }
