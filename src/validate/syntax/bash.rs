@@ -268,7 +268,7 @@ impl BashSyntax {
         }
     }
 
-    /// The node kinds [`BashSyntax::check`] looks at when the tree has no errors.
+    /// The node kinds `BashSyntax::check` looks at when the tree has no errors.
     pub fn kinds(&self) -> Vec<u16> {
         vec![
             self.command_name,

@@ -99,7 +99,7 @@ impl PySyntax {
         }
     }
 
-    /// The node kinds [`PySyntax::check`] looks at (besides ERROR/MISSING, probed when the tree has
+    /// The node kinds `PySyntax::check` looks at (besides ERROR/MISSING, probed when the tree has
     /// errors).
     pub fn kinds(&self) -> Vec<u16> {
         let mut kinds = vec![
@@ -122,17 +122,17 @@ impl PySyntax {
         kinds
     }
 
-    /// Kinds whose children [`PySyntax::child`] checks against their siblings.
+    /// Kinds whose children `PySyntax::child` checks against their siblings.
     pub fn children_kinds(&self) -> Vec<u16> {
         vec![self.module, self.block, self.argument_list]
     }
 
-    /// Kinds [`PySyntax::exit`] checks once their children were seen.
+    /// Kinds `PySyntax::exit` checks once their children were seen.
     pub fn exit_kinds(&self) -> Vec<u16> {
         vec![self.block]
     }
 
-    /// Checks that only a script holding some text can trigger (see [`Trigger`]).
+    /// Checks that only a script holding some text can trigger (see `Trigger`).
     pub fn lexical_kinds(&self) -> Vec<(u16, Trigger)> {
         fn async_or_await(src: &[u8]) -> bool {
             memchr::memmem::find(src, b"async").is_some()
@@ -254,7 +254,7 @@ impl PySyntax {
                 "invalid syntax: an assignment expression (:=) must be parenthesized here",
             );
         } else if kind == self.block && node.child_count() == 0 {
-            // A block with children is checked as they are visited ([`PySyntax::child`]).
+            // A block with children is checked as they are visited (`PySyntax::child`).
             let header = parent.map_or(node.start_byte(), |p| p.start_byte());
             out.push(finding(
                 pos,
