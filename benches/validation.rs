@@ -5,7 +5,14 @@
 //! both see the same machine noise; medians over rounds are reported, with the ratio. The reference
 //! design (CPython `ast.parse`, `bash -n` in a subprocess) is timed in the same run for orientation.
 //!
-//! Run: `cargo bench --bench validation`
+//! Run: `cargo bench --bench validation`. Two more modes help find where the time goes:
+//!
+//! - `-- --phases`: the mean time of each step of validation per fixture, beside a bare cursor walk
+//!   of the tree (the floor any check on the tree pays) and the number of nodes;
+//! - `-- --profile <fixture> <seconds> [--count N] [--parse]`: validate (or only parse) one fixture in
+//!   a loop, for a profiler. With `--count`, a fixed number of runs, so an instruction-counting
+//!   profiler gives comparable figures: `valgrind --tool=callgrind
+//!   --toggle-collect='*Validator*validate*' <bench binary> --profile agent_1k.py 0 --count 150`.
 
 #![allow(clippy::print_stdout)] // printing the figures is what this file is for
 
@@ -60,21 +67,123 @@ fn reference(language: Language, path: &str) -> Option<f64> {
     String::from_utf8(out.stdout).ok()?.trim().parse().ok()
 }
 
+/// A cursor walk over every node, reading each kind: the floor of any check on the tree.
+#[inline(never)]
+fn bare_walk(tree: &tree_sitter::Tree) -> usize {
+    let mut cursor = tree.walk();
+    let mut kinds = 0usize;
+    let mut count = 0;
+    'nodes: loop {
+        kinds += usize::from(cursor.node().kind_id());
+        count += 1;
+        if cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                continue 'nodes;
+            }
+            if !cursor.goto_parent() {
+                break 'nodes;
+            }
+        }
+    }
+    black_box(kinds);
+    count
+}
+
+fn language_of(name: &str) -> Language {
+    if name.ends_with(".py") {
+        Language::Python
+    } else {
+        Language::Bash
+    }
+}
+
+fn fixture(name: &str) -> Script {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/fixtures");
+    let text = std::fs::read_to_string(format!("{dir}/{name}")).expect("fixture");
+    Script::new(language_of(name), text)
+}
+
+/// The value after `flag` on the command line.
+fn arg_after(flag: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == flag)?;
+    args.get(at + 1).cloned()
+}
+
+/// `--phases`: each step's mean time per fixture.
+fn phases(validator: &Validator) {
+    const RUNS: u32 = 300;
+    for name in FIXTURES {
+        let script = fixture(name);
+        let mut times = validator.phase_times(&script, RUNS);
+        let tree = Grammar::new(script.language).parse(&script.text);
+        let start = Instant::now();
+        let mut nodes = 0usize;
+        for _ in 0..RUNS {
+            nodes = bare_walk(&tree);
+        }
+        times.push((
+            "bare walk",
+            start.elapsed().as_secs_f64() / f64::from(RUNS) * 1e6,
+        ));
+        let steps: Vec<String> = times
+            .iter()
+            .map(|(n, t)| format!("{n} {t:.1} µs"))
+            .collect();
+        println!("{name} ({nodes} nodes): {}", steps.join(" | "));
+    }
+}
+
+/// `--profile <fixture> <seconds> [--count N] [--parse]`: one fixture in a loop.
+fn profile(validator: &Validator, name: &str) {
+    let script = fixture(name);
+    let seconds: f64 = std::env::args()
+        .skip_while(|a| a != "--profile")
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10.0);
+    let count: Option<u64> = arg_after("--count").and_then(|c| c.parse().ok());
+    let parse_only = std::env::args().any(|a| a == "--parse");
+    let grammar = Grammar::new(script.language);
+    let start = Instant::now();
+    let mut n = 0u64;
+    loop {
+        match count {
+            Some(c) if n >= c => break,
+            None if start.elapsed().as_secs_f64() >= seconds => break,
+            _ => {}
+        }
+        if parse_only {
+            black_box(grammar.parse(black_box(&script.text)));
+        } else {
+            black_box(validator.validate(black_box(&script)));
+        }
+        n += 1;
+    }
+    println!("{name}: {n} runs");
+}
+
+const FIXTURES: [&str; 4] = ["agent_10k.py", "agent_10k.sh", "agent_1k.py", "agent_1k.sh"];
+
 fn main() {
     let validator = Validator::new(
         RuleSet::embedded().expect("rules compile"),
         ValidationConfig::default(),
     );
+    if std::env::args().any(|a| a == "--phases") {
+        return phases(&validator);
+    }
+    if let Some(name) = arg_after("--profile") {
+        return profile(&validator, &name);
+    }
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/fixtures");
-    let fixtures = [
-        ("agent_10k.py", Language::Python),
-        ("agent_10k.sh", Language::Bash),
-        ("agent_1k.py", Language::Python),
-        ("agent_1k.sh", Language::Bash),
-    ];
     println!("| script | chars | parse (median) | validate (median) | ratio | reference design |");
     println!("|---|---:|---:|---:|---:|---:|");
-    for (name, language) in fixtures {
+    for name in FIXTURES {
+        let language = language_of(name);
         let path = format!("{dir}/{name}");
         let text = std::fs::read_to_string(&path).expect("fixture");
         let script = Script::new(language, text.clone());

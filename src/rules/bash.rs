@@ -6,16 +6,17 @@
 //!
 //! (Over 500 lines: word folding and command resolution call each other through `$(…)` and wrappers.)
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use tree_sitter::Node;
 
 use super::codec::decode_c_escapes;
 
 mod download;
+mod flow;
 use super::embed::Interpreters;
 use super::grammar::{Grammar, children_in_field, text};
-use super::matcher::{CommandSpec, Cx};
+use super::matcher::{CommandSpec, Cx, NameSet};
 pub use download::downloaded_then_run;
 
 const MAX_FOLD_DEPTH: u8 = 40;
@@ -91,7 +92,9 @@ impl BashKinds {
 /// Variables assigned in a script.
 #[derive(Debug, Default)]
 pub struct BashFacts {
-    consts: HashMap<String, Option<String>>,
+    consts: FxHashMap<String, Option<String>>,
+    /// Loop variables of `for v in WORDS`: the words' values when all are constants.
+    loops: FxHashMap<String, Option<Vec<String>>>,
 }
 
 impl BashFacts {
@@ -112,19 +115,51 @@ impl BashFacts {
                 .fold(v),
                 None => Some(String::new()),
             };
-            let value = if self.consts.contains_key(&name) {
-                None
-            } else {
-                value
+            // `x+="…"` after `x="…"` (in document order) is still a constant.
+            let appends = src
+                .get(node.start_byte()..)
+                .is_some_and(|t| t[name.len().min(t.len())..].starts_with("+="));
+            let value = match (self.consts.get(&name), appends) {
+                (None, false) => value,
+                (Some(Some(before)), true) => value.map(|v| format!("{before}{v}")),
+                _ => None,
             };
             self.consts.insert(name, value);
         } else if kind == k.for_statement {
             if let Some(var) = node.child_by_field_id(k.f_variable) {
-                self.consts.insert(text(var, src).to_string(), None);
+                let name = text(var, src).to_string();
+                let sem = BashSem {
+                    k,
+                    facts: self,
+                    src,
+                    interpreters: None,
+                };
+                let words: Option<Vec<String>> = children_in_field(node, k.f_value)
+                    .into_iter()
+                    .map(|w| sem.fold(w))
+                    .collect();
+                let values = if self.loops.contains_key(&name) {
+                    None
+                } else {
+                    words.filter(|w| !w.is_empty())
+                };
+                self.loops.insert(name.clone(), values);
+                self.consts.insert(name, None);
             }
         } else if kind == k.command {
             // `read x`, `mapfile x`, `printf -v x`: run-time values.
             let name = node.child_by_field_id(k.f_name).map(|n| text(n, src));
+            if name == Some("printf")
+                && let Some((var, value)) = self.printf_to_variable(k, node, src)
+            {
+                let value = if self.consts.contains_key(&var) {
+                    None
+                } else {
+                    value
+                };
+                self.consts.insert(var, value);
+                return;
+            }
             if matches!(
                 name,
                 Some("read" | "mapfile" | "readarray" | "printf" | "getopts")
@@ -137,6 +172,43 @@ impl BashFacts {
                 }
             }
         }
+    }
+}
+
+impl BashFacts {
+    /// `printf -v var FORMAT ARGS…`: the variable, and its value when the format (with `%s`
+    /// fields only) and the arguments are constants.
+    fn printf_to_variable(
+        &self,
+        k: &BashKinds,
+        command: Node<'_>,
+        src: &str,
+    ) -> Option<(String, Option<String>)> {
+        let args = children_in_field(command, k.f_argument);
+        let sem = BashSem {
+            k,
+            facts: self,
+            src,
+            interpreters: None,
+        };
+        if sem.fold(*args.first()?).as_deref() != Some("-v") {
+            return None;
+        }
+        let var = sem.fold(*args.get(1)?)?;
+        let values: Option<Vec<String>> = args[2..].iter().map(|a| sem.fold(*a)).collect();
+        let value = values.and_then(|v| {
+            let (format, rest) = v.split_first()?;
+            let mut rest = rest.iter();
+            let mut out = String::new();
+            let mut pieces = format.split("%s");
+            out.push_str(pieces.next()?);
+            for piece in pieces {
+                out.push_str(rest.next()?);
+                out.push_str(piece);
+            }
+            (!out.contains('%')).then(|| decode_c_escapes(&out))
+        });
+        Some((var, value))
     }
 }
 
@@ -157,6 +229,46 @@ pub struct BashSem<'a> {
 }
 
 impl<'a> BashSem<'a> {
+    /// Whether a node is constant by its kind alone: a word, a quoted string without expansions,
+    /// or a command name that is one of those.
+    pub fn is_literal(&self, node: Node<'_>) -> bool {
+        let k = node.kind_id();
+        if k == self.k.word || k == self.k.raw_string || k == self.k.number {
+            return true;
+        }
+        k == self.k.command_name
+            && node.named_child_count() == 1
+            && node.named_child(0).is_some_and(|c| {
+                let k = c.kind_id();
+                k == self.k.word || k == self.k.raw_string
+            })
+    }
+
+    /// Whether [`BashSem::fold`] can succeed on a string or concatenation, decided without building
+    /// its value: every expansion in it names a variable with a constant value.
+    pub fn may_fold(&self, node: Node<'_>) -> bool {
+        let k = node.kind_id();
+        if k == self.k.simple_expansion || k == self.k.expansion {
+            let t = text(node, self.src);
+            let name = t
+                .trim_start_matches('$')
+                .trim_start_matches('{')
+                .trim_end_matches('}');
+            return matches!(self.facts.consts.get(name), Some(Some(_)));
+        }
+        if k == self.k.string || k == self.k.concatenation || k == self.k.translated_string {
+            return super::grammar::children(node).all(|c| self.may_fold(c));
+        }
+        // literal parts, punctuation, and `$(…)` (which folding decides)
+        !node.is_named()
+            || k == self.k.word
+            || k == self.k.raw_string
+            || k == self.k.ansi_c_string
+            || k == self.k.number
+            || k == self.k.string_content
+            || k == self.k.command_substitution
+    }
+
     /// The constant value of a word, string or expansion, as the shell would see it.
     pub fn fold(&self, node: Node<'_>) -> Option<String> {
         self.fold_at(node, 0).filter(|v| v.len() <= MAX_FOLD_LEN)
@@ -187,7 +299,12 @@ impl<'a> BashSem<'a> {
                 .trim_start_matches('$')
                 .trim_start_matches('{')
                 .trim_end_matches('}');
-            self.facts.consts.get(name)?.clone()
+            match self.facts.consts.get(name) {
+                Some(value) => value.clone(),
+                // The home directory, as `~` (what path rules compare with).
+                None if name == "HOME" => Some("~".into()),
+                None => None,
+            }
         } else if kind == k.command_substitution {
             self.fold_substitution(node, d)
         } else if kind == k.string_content {
@@ -208,7 +325,7 @@ impl<'a> BashSem<'a> {
     ) -> Option<String> {
         let mut out = String::new();
         let mut at = start;
-        for child in node.children(&mut node.walk()) {
+        for child in super::grammar::children(node) {
             if child.end_byte() <= start || child.start_byte() >= end {
                 continue;
             }
@@ -232,8 +349,29 @@ impl<'a> BashSem<'a> {
 
     /// `$(printf '\x72\x6d')` and `$(echo rm)`: the output of constant printf/echo commands.
     fn fold_substitution(&self, node: Node<'_>, d: u8) -> Option<String> {
-        let command = node.named_child(0)?;
-        if command.kind_id() != self.k.command || node.named_child_count() != 1 {
+        if node.named_child_count() != 1 {
+            return None;
+        }
+        let inner = node.named_child(0)?;
+        let output = if inner.kind_id() == self.k.pipeline {
+            // `$(echo … | base64 -d)`: a constant output through decoders
+            let mut stages = super::grammar::children(inner).filter(|c| c.is_named());
+            let mut value = self.command_output(stages.next()?, None, d)?;
+            for stage in stages {
+                value = self.command_output(stage, Some(&value), d)?;
+            }
+            value
+        } else {
+            self.command_output(inner, None, d)?
+        };
+        Some(output.trim_end_matches('\n').to_string())
+    }
+
+    /// The output of a constant command: `printf`/`echo` of constants, a decoder (`base64 -d`,
+    /// `xxd -r -p`, `rev`) reading `input`, or `which`/`command -v`/`type -P` of a name (the name:
+    /// what path rules and interpreter lookups compare).
+    fn command_output(&self, command: Node<'_>, input: Option<&str>, d: u8) -> Option<String> {
+        if command.kind_id() != self.k.command {
             return None;
         }
         let name = self.fold_at(command.child_by_field_id(self.k.f_name)?, d)?;
@@ -241,15 +379,16 @@ impl<'a> BashSem<'a> {
             .into_iter()
             .map(|a| self.fold_at(a, d))
             .collect::<Option<_>>()?;
-        let output = match base_name(&name) {
-            "printf" => {
+        let flags = |wanted: &[&str]| args.iter().any(|a| wanted.contains(&a.as_str()));
+        let output = match (base_name(&name), input) {
+            ("printf", None) => {
                 let (format, rest) = args.split_first()?;
                 if !rest.is_empty() || format.contains('%') {
                     return None;
                 }
                 decode_c_escapes(format)
             }
-            "echo" => {
+            ("echo", None) => {
                 let interpret = args.first().is_some_and(|a| a == "-e");
                 let words: Vec<&str> = args
                     .iter()
@@ -263,9 +402,30 @@ impl<'a> BashSem<'a> {
                     joined
                 }
             }
+            ("which" | "command" | "type", None) => {
+                let program = args.iter().find(|a| !a.starts_with('-'))?;
+                if base_name(&name) != "which" && !flags(&["-v", "-p", "-P"]) {
+                    return None;
+                }
+                program.clone()
+            }
+            ("base64", Some(data)) if flags(&["-d", "--decode", "-D"]) => {
+                super::codec::decode_base64(data.trim(), data.contains(['-', '_']))?
+            }
+            ("base32", Some(data)) if flags(&["-d", "--decode"]) => {
+                super::codec::decode_base32(data.trim())?
+            }
+            ("xxd", Some(data)) if flags(&["-r"]) && flags(&["-p", "-ps", "-plain"]) => {
+                super::codec::decode_hex(&data.split_whitespace().collect::<String>())?
+            }
+            ("rev", Some(data)) => data
+                .lines()
+                .map(|l| l.chars().rev().collect::<String>())
+                .collect::<Vec<_>>()
+                .join("\n"),
             _ => return None,
         };
-        Some(output.trim_end_matches('\n').to_string())
+        Some(output)
     }
 
     /// The name a `command_name` node spells: plain words (the common case) without folding.
@@ -280,6 +440,29 @@ impl<'a> BashSem<'a> {
             }
         }
         self.fold(name).map(|n| base_name(&n).to_string())
+    }
+
+    /// Whether a command can run a program named in `names`, from its name as written: a plain
+    /// word that is neither a wrapper nor in `names` cannot (anything else might).
+    pub fn may_run(&self, command: Node<'_>, names: &NameSet) -> bool {
+        // The name is the first child unless assignments or redirections come before it.
+        let first = command.child(0);
+        let name = match first {
+            Some(n) if n.kind_id() == self.k.command_name => n,
+            _ => match command.child_by_field_id(self.k.f_name) {
+                Some(n) => n,
+                None => return true,
+            },
+        };
+        let word = match (name.child_count(), name.child(0)) {
+            (1, Some(w)) if w.kind_id() == self.k.word => text(w, self.src),
+            _ => return true,
+        };
+        if word.contains('\\') {
+            return true;
+        }
+        let base = base_name(word);
+        wrapper(base).is_some() || names.contains(base)
     }
 
     /// The programs a `command` node runs, outermost first.
@@ -322,6 +505,9 @@ impl<'a> BashSem<'a> {
 
     /// For wrappers (`sudo`, `env`, `timeout 5`, `xargs -n1` …) the program they run.
     fn unwrap_wrapper<'t>(&self, inv: &Invocation<'t>) -> Option<Invocation<'t>> {
+        if inv.name == "find" {
+            return self.find_exec(inv);
+        }
         let spec = wrapper(&inv.name)?;
         let mut i = 0;
         let mut positional_to_skip = spec.positional;
@@ -331,7 +517,10 @@ impl<'a> BashSem<'a> {
                 i += 1;
                 break;
             }
-            if spec.env_assignments && is_assignment(&arg) {
+            // `env -i PATH="$PATH" cmd`: an assignment is one by its spelling, whatever its value.
+            if spec.env_assignments
+                && (is_assignment(&arg) || is_assignment(text(inv.args[i], self.src)))
+            {
                 i += 1;
             } else if arg.starts_with('-') && arg.len() > 1 {
                 if spec.stop_options.contains(&arg.as_str()) {
@@ -354,29 +543,52 @@ impl<'a> BashSem<'a> {
         })
     }
 
-    pub fn command_matches<'t>(&self, node: Node<'t>, spec: &CommandSpec, cx: &Cx<'_, 't>) -> bool {
+    /// `find … -exec cmd args {} \;` (or `-execdir`, `-ok`, `-okdir`, ending in `;` or `+`): the
+    /// command find runs.
+    fn find_exec<'t>(&self, inv: &Invocation<'t>) -> Option<Invocation<'t>> {
+        let folded: Vec<Option<String>> = inv.args.iter().map(|a| self.fold(*a)).collect();
+        let at = folded
+            .iter()
+            .position(|a| matches!(a.as_deref(), Some("-exec" | "-execdir" | "-ok" | "-okdir")))?;
+        let name = folded.get(at + 1)?.clone().unwrap_or_default();
+        let end = folded[at + 2..]
+            .iter()
+            .position(|a| matches!(a.as_deref(), Some(";" | "+")))
+            .map_or(inv.args.len(), |p| at + 2 + p);
+        Some(Invocation {
+            name: base_name(&name).to_string(),
+            args: inv.args[(at + 2).min(end)..end].to_vec(),
+        })
+    }
+
+    pub fn command_matches<'t>(&self, node: Node<'t>, spec: &CommandSpec, cx: &Cx<'t>) -> bool {
         let (invocations, hot) = cx.bash_invocations(self, node);
         hot && invocations.iter().any(|inv| {
             spec.name.contains(&inv.name)
-                && (spec.flags.is_empty() || self.has_flag(inv, &spec.flags))
+                && (spec.flags.is_empty() || self.has_flag(inv, &spec.flags, cx))
                 && spec
                     .arg
                     .as_ref()
                     .is_none_or(|m| inv.args.iter().any(|a| m.matches(*a, cx)))
+                && spec
+                    .last_arg
+                    .as_ref()
+                    .is_none_or(|m| inv.args.last().is_some_and(|a| m.matches(*a, cx)))
                 && (!spec.stdin_program || self.reads_program_from_stdin(inv))
         })
     }
 
     /// Whether an option appears before `--`; `-r` matches inside clusters such as `-rf`.
-    pub fn has_flag(&self, inv: &Invocation<'_>, flags: &[String]) -> bool {
+    pub fn has_flag<'t>(&self, inv: &Invocation<'t>, flags: &[String], cx: &Cx<'t>) -> bool {
         for arg in &inv.args {
-            let Some(a) = self.fold(*arg) else { continue };
+            let Some(a) = cx.fold(*arg) else { continue };
+            let a: &str = &a;
             if a == "--" {
                 return false;
             }
             for flag in flags {
                 let hit = if flag.starts_with("--") || flag.len() > 2 {
-                    a == *flag
+                    a == flag
                         || a.strip_prefix(flag.as_str())
                             .is_some_and(|r| r.starts_with('='))
                 } else {
@@ -416,7 +628,7 @@ impl<'a> BashSem<'a> {
         true
     }
 
-    pub fn is_recursive<'t>(&self, node: Node<'t>, cx: &Cx<'_, 't>) -> bool {
+    pub fn is_recursive<'t>(&self, node: Node<'t>, cx: &Cx<'t>) -> bool {
         let (Some(name), Some(body)) = (
             node.child_by_field_id(self.k.f_name),
             node.child_by_field_id(self.k.f_body),
@@ -424,17 +636,19 @@ impl<'a> BashSem<'a> {
             return false;
         };
         let name = text(name, self.src);
+        if !text(body, self.src).contains(name) {
+            return false;
+        }
         // Depth-first over the body with one pooled cursor.
         cx.with_cursor(body, |cursor| {
             let mut depth = 0usize;
             loop {
                 let n = cursor.node();
+                // Not the memoized invocations: those leave out names no rule mentions, and a
+                // function's own name is one.
                 if n.kind_id() == self.k.command
-                    && cx
-                        .bash_invocations(self, n)
-                        .0
-                        .iter()
-                        .any(|i| i.name == name)
+                    && text(n, self.src).contains(name)
+                    && self.invocations(n).iter().any(|i| i.name == name)
                 {
                     return true;
                 }
@@ -523,11 +737,107 @@ fn wrapper(name: &str) -> Option<Wrapper> {
             ],
             0,
         ),
+        // `parallel sh -c '…' ::: a b`: the program is the first word after the options.
+        "parallel" | "sem" => w(
+            &[
+                "-j",
+                "--jobs",
+                "-S",
+                "--sshlogin",
+                "--delay",
+                "--timeout",
+                "--joblog",
+                "-a",
+                "--arg-file",
+                "-d",
+                "--delimiter",
+                "-I",
+                "--results",
+                "--tmpdir",
+                "-N",
+                "-n",
+                "--max-args",
+            ],
+            0,
+        ),
         "chroot" => w(&["--userspec", "--groups"], 1),
         "busybox" | "watch" => w(&["-n", "--interval"], 0),
         "strace" | "ltrace" => w(&["-o", "-e", "-p", "-s", "-u"], 0),
         "flock" => w(&["-w", "-E", "--timeout", "--conflict-exit-code"], 1),
         "runuser" => w(&["-u", "-g", "-G", "--user", "--group"], 0),
+        "taskset" => Wrapper {
+            value_options: &[],
+            stop_options: &["-p", "--pid"],
+            positional: 1,
+            env_assignments: false,
+        },
+        "chrt" => Wrapper {
+            value_options: &["-T", "-P", "-D"],
+            stop_options: &["-p", "--pid", "-m", "--max"],
+            positional: 1,
+            env_assignments: false,
+        },
+        "unshare" => w(
+            &[
+                "-S", "-G", "-R", "-w", "--setuid", "--setgid", "--root", "--wd",
+            ],
+            0,
+        ),
+        "nsenter" => w(
+            &[
+                "-t", "--target", "-S", "-G", "--setuid", "--setgid", "-r", "-w", "-N",
+            ],
+            0,
+        ),
+        "numactl" => w(&["-C", "-N", "-m", "-p", "-i", "-P"], 0),
+        "cgexec" => w(&["-g"], 0),
+        "setpriv" => w(
+            &[
+                "--reuid",
+                "--regid",
+                "--ruid",
+                "--rgid",
+                "--euid",
+                "--egid",
+                "--groups",
+                "--inh-caps",
+                "--ambient-caps",
+                "--bounding-set",
+                "--securebits",
+            ],
+            0,
+        ),
+        "prlimit" => w(&["-p", "--pid"], 0),
+        "systemd-run" => w(
+            &[
+                "-u",
+                "--unit",
+                "-p",
+                "--property",
+                "-E",
+                "--setenv",
+                "--uid",
+                "--gid",
+                "-M",
+                "--machine",
+                "--slice",
+                "--description",
+                "--working-directory",
+            ],
+            0,
+        ),
+        "sg" | "faketime" => w(&[], 1),
+        "firejail" | "proxychains" | "proxychains4" | "torsocks" | "tsocks" | "eatmydata"
+        | "rlwrap" | "catchsegv" | "dbus-launch" | "ssh-agent" => w(&[], 0),
+        "xvfb-run" => w(
+            &["-n", "-s", "-f", "-e", "--server-num", "--server-args"],
+            0,
+        ),
+        // `op run -- cmd`, `poetry run cmd`, `bundle exec cmd`: a subcommand, then the program.
+        "op" | "doppler" | "poetry" | "pipenv" | "uv" | "bundle" | "conda" | "pdm" | "hatch" => {
+            w(&["-n", "--name", "-p", "--prefix", "--project"], 1)
+        }
+        "aws-vault" => w(&[], 2),
         _ => return None,
     })
 }

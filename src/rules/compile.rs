@@ -5,6 +5,7 @@ use regex::Regex;
 use super::grammar::Grammar;
 use super::matcher::{
     ArgSpec, CallSpec, CommandSpec, KeywordSpec, Matcher, NameSet, NameSetError, Relation,
+    TextRegex, Words,
 };
 use super::model::{CallSpecRaw, CommandSpecRaw, MatcherSpec, OneOrMany, StopBy};
 use crate::domain::script::Language;
@@ -149,10 +150,21 @@ impl<'g> MatcherCompiler<'g> {
         if let Some(want) = spec.dynamic {
             parts.push(Matcher::Dynamic(want));
         }
+        if let Some(re) = &spec.prefix {
+            parts.push(Matcher::Prefix(regex(re, &at("prefix"))?));
+        }
+        if let Some(want) = spec.quoted {
+            parts.push(Matcher::Quoted(want));
+        }
+        if let Some(inner) = &spec.derived {
+            let path = at("derived");
+            self.require(Language::Python, "derived", &path)?;
+            parts.push(Matcher::Derived(Box::new(self.compile(inner, &path)?)));
+        }
         if let Some(names) = &spec.resolves {
             let path = at("resolves");
             self.require(Language::Python, "resolves", &path)?;
-            parts.push(Matcher::Resolves(name_set(names, &path)?));
+            parts.push(Matcher::Resolves(name_set(names, &path)?, 0));
         }
         if let Some(call) = &spec.call {
             parts.push(Matcher::Call(Box::new(self.call(call, &at("call"))?)));
@@ -177,17 +189,24 @@ impl<'g> MatcherCompiler<'g> {
             parts.push(Matcher::Not(Box::new(self.compile(inner, &at("not"))?)));
         }
         if let Some(list) = &spec.all {
-            parts.push(Matcher::All(self.list(list, &at("all"))?));
+            let mut all = self.list(list, &at("all"))?;
+            all.sort_by_key(Matcher::cost);
+            parts.push(Matcher::All(all));
         }
         if let Some(list) = &spec.any {
-            parts.push(Matcher::Any(self.list(list, &at("any"))?));
+            let mut any = self.list(list, &at("any"))?;
+            any.sort_by_key(Matcher::cost);
+            parts.push(Matcher::Any(any));
         }
         match parts.len() {
             0 => Err(MatcherError::Empty {
                 path: path.to_string(),
             }),
             1 => Ok(parts.remove(0)),
-            _ => Ok(Matcher::All(parts)),
+            _ => {
+                parts.sort_by_key(Matcher::cost);
+                Ok(Matcher::All(parts))
+            }
         }
     }
 
@@ -300,6 +319,7 @@ impl<'g> MatcherCompiler<'g> {
             }
         };
         Ok(CallSpec {
+            slot: 0,
             callee,
             arg,
             keyword,
@@ -324,10 +344,16 @@ impl<'g> MatcherCompiler<'g> {
             None => None,
             Some(v) => Some(self.compile(v, &format!("{path}.arg"))?),
         };
+        let last_arg = match &spec.last_arg {
+            None => None,
+            Some(v) => Some(self.compile(v, &format!("{path}.last_arg"))?),
+        };
         Ok(CommandSpec {
+            slot: 0,
             name,
             flags,
             arg,
+            last_arg,
             stdin_program: spec.stdin_program,
         })
     }
@@ -350,10 +376,35 @@ fn text_matcher(re: Regex) -> Matcher {
         Some(alternatives)
             if !alternatives.contains(['(', ')']) && alternatives.split('|').all(is_word) =>
         {
-            Matcher::Exact(alternatives.split('|').map(str::to_string).collect())
+            Matcher::Exact(Words {
+                words: alternatives.split('|').map(str::to_string).collect(),
+                slot: 0,
+            })
         }
-        _ => Matcher::Regex(re),
+        _ => Matcher::Regex(TextRegex {
+            literals: required_literals(re.as_str()),
+            regex: re,
+            slot: 0,
+        }),
     }
+}
+
+/// Literals one of which every match of `pattern` contains (its prefixes, when they form a small
+/// finite set of non-empty strings); `None` when there is no such set.
+fn required_literals(pattern: &str) -> Option<Vec<String>> {
+    use regex_syntax::hir::literal::Extractor;
+    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+    let mut extractor = Extractor::new();
+    extractor.limit_total(64);
+    let seq = extractor.extract(&hir);
+    let literals = seq.literals()?;
+    if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
+        return None;
+    }
+    literals
+        .iter()
+        .map(|l| String::from_utf8(l.as_bytes().to_vec()).ok())
+        .collect()
 }
 
 fn name_set(names: &OneOrMany, path: &str) -> Result<NameSet, MatcherError> {

@@ -6,6 +6,8 @@
 //! cannot be inspected and is reported by the builtin rules `bash-inline-code-dynamic` and
 //! `python-inline-code-dynamic`.
 
+mod awk;
+
 use serde::Deserialize;
 use tree_sitter::Node;
 
@@ -27,6 +29,35 @@ pub const BASH_DOWNLOAD_RUN: &str = "bash-download-then-run";
 struct RawTable {
     interpreters: Vec<RawInterpreter>,
     python_process_calls: Vec<String>,
+    #[serde(default)]
+    shell_runners: Vec<RawShellRunner>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShellRunner {
+    names: Vec<String>,
+    #[serde(default)]
+    code_flags: Vec<String>,
+    #[serde(default)]
+    rest: bool,
+    #[serde(default)]
+    value_options: Vec<String>,
+    #[serde(default)]
+    until: Vec<String>,
+}
+
+/// A program that hands one of its arguments to a shell (`su -c CMD`, `watch CMD…`).
+#[derive(Debug)]
+pub struct ShellRunner {
+    names: NameSet,
+    /// The command follows one of these options.
+    code_flags: Vec<String>,
+    /// The command is every argument after the options (those in `value_options` take a value),
+    /// up to one of `until`, joined with spaces.
+    rest: bool,
+    value_options: Vec<String>,
+    until: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -71,10 +102,12 @@ fn is_code_flag<S: AsRef<str>>(flags: &[S], arg: &str) -> bool {
     })
 }
 
-/// Programs that take code inline, and the Python calls that start processes.
+/// Programs that take code inline, the programs that hand an argument to a shell, and the Python
+/// calls that start processes.
 #[derive(Debug)]
 pub struct Interpreters {
     table: Vec<Interpreter>,
+    runners: Vec<ShellRunner>,
     python_process_calls: NameSet,
 }
 
@@ -101,8 +134,25 @@ impl Interpreters {
         }
         let python_process_calls = NameSet::new(&raw.python_process_calls)
             .map_err(|e| RuleError::new(file, format!("python_process_calls: {e}")))?;
+        let runners = raw
+            .shell_runners
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                Ok(ShellRunner {
+                    names: NameSet::new(&r.names).map_err(|e| {
+                        RuleError::new(file, format!("shell_runners[{i}].names: {e}"))
+                    })?,
+                    code_flags: r.code_flags,
+                    rest: r.rest,
+                    value_options: r.value_options,
+                    until: r.until,
+                })
+            })
+            .collect::<Result<_, RuleError>>()?;
         Ok(Interpreters {
             table,
+            runners,
             python_process_calls,
         })
     }
@@ -116,8 +166,18 @@ impl Interpreters {
                     .table
                     .iter()
                     .flat_map(|i| i.names.patterns().to_vec())
+                    .chain(
+                        self.runners
+                            .iter()
+                            .flat_map(|r| r.names.patterns().to_vec()),
+                    )
                     .collect();
-                names.extend(["eval".to_string(), "su".to_string()]);
+                names.extend(
+                    ["eval", "su"]
+                        .iter()
+                        .chain(awk::AWKS)
+                        .map(|n| n.to_string()),
+                );
                 names
             }
         }
@@ -166,11 +226,7 @@ fn verbatim(src: &str, node: Node<'_>, code: &str) -> Option<usize> {
 }
 
 /// Inline programs started by a Bash `command` node.
-pub fn bash_embedded<'t>(
-    sem: &BashSem<'_>,
-    cx: &Cx<'_, 't>,
-    command: Node<'t>,
-) -> Vec<Embedded<'t>> {
+pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> Vec<Embedded<'t>> {
     let Some(table) = sem.interpreters else {
         return Vec::new();
     };
@@ -195,12 +251,12 @@ pub fn bash_embedded<'t>(
             });
             continue;
         }
-        if inv.name == "su" {
-            if let Some(e) =
-                code_after_flag(sem, inv, &["-c", "--command"], "su", Some(Language::Bash))
-            {
-                found.push(e);
-            }
+        if awk::AWKS.contains(&inv.name.as_str()) {
+            found.extend(awk::commands(sem, inv));
+            continue;
+        }
+        if let Some(runner) = table.runners.iter().find(|r| r.names.contains(&inv.name)) {
+            found.extend(runner_command(sem, inv, runner));
             continue;
         }
         let Some(interp) = table.lookup(&inv.name) else {
@@ -216,6 +272,53 @@ pub fn bash_embedded<'t>(
         }
     }
     found
+}
+
+/// The command a [`ShellRunner`] hands to the shell.
+fn runner_command<'t>(
+    sem: &BashSem<'_>,
+    inv: &Invocation<'t>,
+    runner: &ShellRunner,
+) -> Option<Embedded<'t>> {
+    if !runner.code_flags.is_empty() {
+        let flags: Vec<&str> = runner.code_flags.iter().map(String::as_str).collect();
+        return code_after_flag(sem, inv, &flags, &inv.name, Some(Language::Bash));
+    }
+    if !runner.rest {
+        return None;
+    }
+    let mut i = 0;
+    while let Some(arg) = inv.args.get(i) {
+        let a = sem.fold(*arg).unwrap_or_default();
+        if a == "--" {
+            i += 1;
+            break;
+        }
+        if !a.starts_with('-') || a.len() == 1 {
+            break;
+        }
+        i += if runner.value_options.contains(&a) {
+            2
+        } else {
+            1
+        };
+    }
+    let words: Vec<Node<'t>> = inv.args[i.min(inv.args.len())..]
+        .iter()
+        .copied()
+        .take_while(|a| sem.fold(*a).is_none_or(|v| !runner.until.contains(&v)))
+        .collect();
+    let anchor = *words.first()?;
+    let code: Option<Vec<String>> = words.iter().map(|w| sem.fold(*w)).collect();
+    let code = code.map(|c| c.join(" "));
+    let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
+    Some(Embedded {
+        interpreter: inv.name.clone(),
+        language: Some(Language::Bash),
+        code,
+        anchor,
+        verbatim_at,
+    })
 }
 
 /// `bash -c CODE`, `python3 -c CODE`, `bash -lc CODE`.
@@ -290,7 +393,7 @@ fn stdin_program<'t>(
         verbatim_at: None,
     };
     // here-string: a child of the command itself
-    for child in command.children(&mut command.walk()) {
+    for child in crate::rules::grammar::children(command) {
         if child.kind_id() == k.herestring_redirect {
             let value = child.named_child(0);
             let code = value.and_then(|v| sem.fold(v));
@@ -317,8 +420,7 @@ fn stdin_program<'t>(
                     .find(|c| c.kind_id() == k.heredoc_redirect)
             };
             if let Some(body) = redirect.and_then(|r| {
-                r.children(&mut r.walk())
-                    .find(|c| c.kind_id() == k.heredoc_body)
+                crate::rules::grammar::children(r).find(|c| c.kind_id() == k.heredoc_body)
             }) {
                 let code = text(body, sem.src).to_string();
                 return Embedded {
@@ -351,7 +453,7 @@ fn piped_program<'t>(
     language: Option<Language>,
 ) -> Option<Embedded<'t>> {
     let mut previous = None;
-    for child in pipeline.named_children(&mut pipeline.walk()) {
+    for child in crate::rules::grammar::children(pipeline).filter(|c| c.is_named()) {
         if child.id() == stage.id() {
             break;
         }
@@ -389,8 +491,8 @@ fn piped_program<'t>(
 
 /// Inline programs started by a Python call (`subprocess.run(["bash", "-c", code])`).
 pub fn python_embedded<'t>(
-    sem: &PySem<'_>,
-    cx: &Cx<'_, 't>,
+    sem: &PySem<'t>,
+    cx: &Cx<'t>,
     table: &Interpreters,
     call: Node<'t>,
 ) -> Vec<Embedded<'t>> {
@@ -398,7 +500,10 @@ pub fn python_embedded<'t>(
     if !hot || !names.iter().any(|n| table.python_process_calls.contains(n)) {
         return Vec::new();
     }
-    let args = sem.positional(call);
+    let args = sem.effective_positional(call);
+    if let Some(line) = shell_command_line(sem, &names, call, &args) {
+        return vec![line];
+    }
     // argv is the first list/tuple argument, or the string arguments themselves (os.execl style).
     let mut items: Vec<(Node<'t>, Option<String>)> = args
         .iter()
@@ -424,6 +529,46 @@ pub fn python_embedded<'t>(
         }],
         _ => Vec::new(),
     }
+}
+
+/// A command string a shell runs (`subprocess.run(cmd, shell=True)`, `os.system(cmd)`), when it is
+/// a constant or all its run-time parts are shell-quoted: checked as Bash (`rm -rf /` is no safer
+/// in a string).
+fn shell_command_line<'t>(
+    sem: &PySem<'t>,
+    names: &[String],
+    call: Node<'t>,
+    args: &[Node<'t>],
+) -> Option<Embedded<'t>> {
+    let through_shell = names.iter().any(|n| {
+        matches!(
+            n.as_str(),
+            "os.system"
+                | "os.popen"
+                | "subprocess.getoutput"
+                | "subprocess.getstatusoutput"
+                | "asyncio.create_subprocess_shell"
+                | "asyncio.subprocess.create_subprocess_shell"
+        )
+    }) || sem
+        .effective_keywords(call)
+        .into_iter()
+        .any(|(name, value)| {
+            name == "shell" && !matches!(text(value, sem.src), "False" | "None" | "0")
+        });
+    if !through_shell {
+        return None;
+    }
+    let command = *args.first()?;
+    let code = sem.fold_shell(command)?;
+    let verbatim_at = verbatim(sem.src, command, &code);
+    Some(Embedded {
+        interpreter: "sh -c".into(),
+        language: Some(Language::Bash),
+        code: Some(code),
+        anchor: command,
+        verbatim_at,
+    })
 }
 
 /// `["bash", "-c", code]`: the inline program in an argv list.

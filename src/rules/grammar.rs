@@ -81,6 +81,59 @@ pub fn text<'s>(node: Node<'_>, src: &'s str) -> &'s str {
     src.get(node.byte_range()).unwrap_or("")
 }
 
+/// Nodes with more children than this are iterated with a cursor by [`children`].
+const INDEXED_CHILDREN: u32 = 12;
+
+/// The children of `node`, without allocating a cursor for the usual few (`Node::child(i)` starts
+/// from the first child, so wide nodes are collected with a cursor instead).
+pub fn children<'t>(node: Node<'t>) -> Children<'t> {
+    let count = node.child_count();
+    if count <= INDEXED_CHILDREN {
+        Children::Indexed {
+            node,
+            next: 0,
+            count,
+        }
+    } else {
+        Children::Collected(
+            node.children(&mut node.walk())
+                .collect::<Vec<_>>()
+                .into_iter(),
+        )
+    }
+}
+
+/// See [`children`].
+#[derive(Debug)]
+pub enum Children<'t> {
+    Indexed {
+        node: Node<'t>,
+        next: u32,
+        count: u32,
+    },
+    Collected(std::vec::IntoIter<Node<'t>>),
+}
+
+impl<'t> Iterator for Children<'t> {
+    type Item = Node<'t>;
+
+    fn next(&mut self) -> Option<Node<'t>> {
+        match self {
+            Children::Indexed { node, next, count } => {
+                while *next < *count {
+                    let i = *next;
+                    *next += 1;
+                    if let Some(child) = node.child(i) {
+                        return Some(child);
+                    }
+                }
+                None
+            }
+            Children::Collected(it) => it.next(),
+        }
+    }
+}
+
 /// The children of `node` in field `field` (fields such as `argument` repeat).
 pub fn children_in_field<'t>(node: Node<'t>, field: u16) -> Vec<Node<'t>> {
     let mut cursor = node.walk();

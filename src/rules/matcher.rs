@@ -30,14 +30,14 @@ use unicode_normalization::UnicodeNormalization;
 use super::bash::{BashSem, Invocation};
 pub use super::compile::{MatcherCompiler, MatcherError};
 use super::grammar::{children_in_field, text};
-use super::python::PySem;
+use super::python::{Binding, PySem};
 
 #[derive(Debug)]
 pub enum Matcher {
     Kind(Vec<u16>),
-    Regex(Regex),
+    Regex(TextRegex),
     /// A `regex` of the form `^(lit|lit…)$`: compared as strings.
-    Exact(Vec<String>),
+    Exact(Words),
     Has(Box<Relation>),
     Inside(Box<Relation>),
     Not(Box<Matcher>),
@@ -48,8 +48,29 @@ pub enum Matcher {
     Call(Box<CallSpec>),
     Command(Box<CommandSpec>),
     Recursive(bool),
-    Resolves(NameSet),
+    /// The names and the leaf slot (see [`Matcher::assign_slots`]).
+    Resolves(NameSet, usize),
     MayBe(Regex),
+    Prefix(Regex),
+    Derived(Box<Matcher>),
+    Quoted(bool),
+}
+
+/// A `regex` condition, with the literals one of which every match contains (when the regex has
+/// such a finite set): a script without any of them cannot match, which one search decides.
+#[derive(Debug)]
+pub struct TextRegex {
+    pub regex: Regex,
+    pub literals: Option<Vec<String>>,
+    /// Index of this leaf's per-script "possible" answer (see [`Matcher::assign_slots`]).
+    pub slot: usize,
+}
+
+/// Exact words (a `regex` of the form `^(a|b)$`).
+#[derive(Debug)]
+pub struct Words {
+    pub words: Vec<String>,
+    pub slot: usize,
 }
 
 #[derive(Debug)]
@@ -59,11 +80,32 @@ pub struct Relation {
     pub inner: Matcher,
 }
 
-/// A set of dotted names with `*` wildcards (`os.exec*`, `subprocess.*`), matched whole.
+/// Words of the Python constructs that compute a name from strings (see [`NameSet::texts`]).
+const COMPUTED_NAMES: &[&str] = &[
+    "getattr",
+    "__import__",
+    "import_module",
+    "globals",
+    "locals",
+    "vars",
+    "__dict__",
+    "modules",
+    "attrgetter",
+    "methodcaller",
+    "builtins",
+];
+
+/// A set of dotted names with `*` wildcards (`os.exec*`, `subprocess.*`), matched whole. Plain
+/// names are a hash lookup; only the wildcard patterns need a regex.
 #[derive(Debug)]
 pub struct NameSet {
-    regex: Regex,
+    exact: rustc_hash::FxHashSet<String>,
+    wildcard: Option<Regex>,
     patterns: Vec<String>,
+    /// The last dotted segment of every plain name (`os.system` → `system`).
+    last_segments: rustc_hash::FxHashSet<String>,
+    /// The text before the first `*` of every wildcard pattern (`os.exec*` → `os.exec`).
+    wild_prefixes: Vec<String>,
 }
 
 impl NameSet {
@@ -71,19 +113,70 @@ impl NameSet {
         if names.is_empty() {
             return Err(NameSetError::Empty);
         }
-        let alternatives: Vec<String> = names
+        let (wild, exact): (Vec<&String>, Vec<&String>) =
+            names.iter().partition(|n| n.contains('*'));
+        let alternatives: Vec<String> = wild
             .iter()
             .map(|n| regex::escape(n).replace(r"\*", r"[\w.\-]*"))
             .collect();
-        let regex = Regex::new(&format!("^(?:{})$", alternatives.join("|")))?;
+        let wildcard = if alternatives.is_empty() {
+            None
+        } else {
+            Some(Regex::new(&format!("^(?:{})$", alternatives.join("|")))?)
+        };
         Ok(NameSet {
-            regex,
+            last_segments: exact
+                .iter()
+                .map(|n| n.rsplit('.').next().unwrap_or(n).to_string())
+                .collect(),
+            wild_prefixes: wild
+                .iter()
+                .map(|n| n.split('*').next().unwrap_or("").to_string())
+                .collect(),
+            exact: exact.into_iter().cloned().collect(),
+            wildcard,
             patterns: names.to_vec(),
         })
     }
 
+    /// Texts one of which a script naming a member of the set holds: each name's last segment
+    /// (or the text before a wildcard), and the words of the ways Python computes a name
+    /// (`getattr`, `__import__`, `globals`, …), which may hide it.
+    pub fn texts(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.last_segments.iter().cloned().collect();
+        for p in &self.wild_prefixes {
+            let last = p.rsplit('.').next().unwrap_or(p);
+            let piece = if last.is_empty() {
+                p.trim_end_matches('.').rsplit('.').next().unwrap_or(p)
+            } else {
+                last
+            };
+            out.push(piece.to_string());
+        }
+        out.extend(COMPUTED_NAMES.iter().map(|s| s.to_string()));
+        out.retain(|t| !t.is_empty());
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// A necessary condition for `full` (a dotted name whose last segment is `last`) to be in the
+    /// set, without the regex: a plain name with that last segment, or a wildcard with that prefix.
+    pub fn may_contain(&self, full: &str, last: &str) -> bool {
+        self.last_segments.contains(last)
+            || self
+                .wild_prefixes
+                .iter()
+                .any(|p| full.starts_with(p.as_str()))
+    }
+
     pub fn contains(&self, name: &str) -> bool {
-        self.regex.is_match(name)
+        self.exact.contains(name)
+            || (self
+                .wild_prefixes
+                .iter()
+                .any(|p| name.starts_with(p.as_str()))
+                && self.wildcard.as_ref().is_some_and(|w| w.is_match(name)))
     }
 
     pub fn patterns(&self) -> &[String] {
@@ -93,6 +186,7 @@ impl NameSet {
 
 #[derive(Debug)]
 pub struct CallSpec {
+    pub slot: usize,
     pub callee: NameSet,
     pub arg: Option<ArgSpec>,
     pub keyword: Option<KeywordSpec>,
@@ -112,10 +206,13 @@ pub struct KeywordSpec {
 
 #[derive(Debug)]
 pub struct CommandSpec {
+    pub slot: usize,
     pub name: NameSet,
     /// Any of these options must be present (`-r` also matches inside `-rf`).
     pub flags: Vec<String>,
     pub arg: Option<Matcher>,
+    /// The last argument matches.
+    pub last_arg: Option<Matcher>,
     /// The command reads its program from standard input (a shell or interpreter with no script).
     pub stdin_program: bool,
 }
@@ -127,16 +224,19 @@ pub struct CommandSpec {
 /// `names` is the union of every callee/command name any rule of the language cares about: a call
 /// or command whose names are all outside it can match no name-based rule, which one test decides.
 #[derive(Debug)]
-pub struct Cx<'a, 't> {
+pub struct Cx<'a> {
     pub src: &'a str,
     pub sem: Sem<'a>,
     names: &'a NameSet,
     /// The calls (Python) or commands (Bash) of the script: what name conditions can ever match.
-    sites: &'a [Node<'t>],
-    memo: Memo<'t>,
+    sites: &'a [Node<'a>],
+    literals: &'a LiteralIndex,
+    /// Which of `literals`' texts the script holds ([`LiteralIndex::scan`]).
+    present: &'a [bool],
+    memo: Memo<'a>,
     /// Tree cursors to reuse: tree-sitter allocates for every new cursor, and relations such as
     /// `has` need one per evaluation (nested relations take another from the pool).
-    cursors: CursorPool<'t>,
+    cursors: CursorPool<'a>,
 }
 
 #[derive(Default)]
@@ -151,33 +251,81 @@ impl std::fmt::Debug for CursorPool<'_> {
 /// Per-node answers (keyed by node id) and whether any of their names is of interest.
 type Memoized<T> = RefCell<FxHashMap<usize, (Rc<[T]>, bool)>>;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Memo<'t> {
+    /// The shared empty answer for calls and commands no rule can care about.
+    no_names: Rc<[String]>,
+    no_invocations: Rc<[Invocation<'t>]>,
     callee: Memoized<String>,
     invocations: Memoized<Invocation<'t>>,
     folds: RefCell<FxHashMap<usize, Option<Rc<str>>>>,
-    /// Whether a matcher (by address) can match anywhere in this script.
-    possible: RefCell<FxHashMap<usize, bool>>,
+    /// Per leaf slot: whether it can match anywhere in this script (0 = not decided yet, 1 = no,
+    /// 2 = yes).
+    possible: Vec<std::cell::Cell<u8>>,
     /// Every resolved call/command name in the script, once computed.
     script_names: std::cell::OnceCell<Vec<String>>,
-    /// The NFKC form of a non-ASCII script, for exact-text prefilters.
-    normalized_src: std::cell::OnceCell<String>,
 }
 
-impl<'a, 't> Cx<'a, 't> {
-    pub fn new(src: &'a str, sem: Sem<'a>, names: &'a NameSet, sites: &'a [Node<'t>]) -> Self {
+impl<'a> Cx<'a> {
+    /// `slots` is the number of leaf slots the rules use ([`Matcher::assign_slots`]); `literals`
+    /// the index of the texts their exact-word and regex leaves need.
+    pub fn new(
+        src: &'a str,
+        sem: Sem<'a>,
+        names: &'a NameSet,
+        sites: &'a [Node<'a>],
+        slots: usize,
+        literals: &'a LiteralIndex,
+        present: &'a [bool],
+    ) -> Self {
         Cx {
             src,
             sem,
             names,
             sites,
-            memo: Memo::default(),
+            literals,
+            present,
+            memo: Memo {
+                no_names: Rc::from(Vec::new()),
+                no_invocations: Rc::from(Vec::new()),
+                callee: RefCell::new(FxHashMap::with_capacity_and_hasher(
+                    sites.len(),
+                    Default::default(),
+                )),
+                invocations: RefCell::new(FxHashMap::with_capacity_and_hasher(
+                    sites.len(),
+                    Default::default(),
+                )),
+                folds: RefCell::default(),
+                possible: vec![std::cell::Cell::new(0); slots],
+                script_names: std::cell::OnceCell::new(),
+            },
             cursors: CursorPool::default(),
         }
     }
 
+    /// A leaf's "possible" answer, decided once per script.
+    fn leaf_possible(&self, slot: usize, decide: impl FnOnce() -> bool) -> bool {
+        let Some(cell) = self.memo.possible.get(slot) else {
+            return decide();
+        };
+        match cell.get() {
+            0 => {
+                let p = decide();
+                cell.set(1 + u8::from(p));
+                p
+            }
+            v => v == 2,
+        }
+    }
+
+    /// Whether the script holds one of the texts a leaf needs ([`LiteralIndex`]).
+    fn has_literal_of(&self, slot: usize) -> bool {
+        self.literals.slot_present(self.present, slot)
+    }
+
     /// The constant value of a node, folded once per node.
-    pub fn fold(&self, node: Node<'t>) -> Option<Rc<str>> {
+    pub fn fold(&self, node: Node<'a>) -> Option<Rc<str>> {
         if let Some(v) = self.memo.folds.borrow().get(&node.id()) {
             return v.clone();
         }
@@ -216,15 +364,15 @@ impl<'a, 't> Cx<'a, 't> {
     pub fn bash_invocations(
         &self,
         sh: &BashSem<'_>,
-        node: Node<'t>,
-    ) -> (Rc<[Invocation<'t>]>, bool) {
+        node: Node<'a>,
+    ) -> (Rc<[Invocation<'a>]>, bool) {
         self.invocations(node, || {
             self.with_cursor(node, |c| sh.invocations_with(node, c))
         })
     }
 
     /// Runs `f` with a cursor positioned on `node`, taken from (and returned to) the pool.
-    pub fn with_cursor<R>(&self, node: Node<'t>, f: impl FnOnce(&mut TreeCursor<'t>) -> R) -> R {
+    pub fn with_cursor<R>(&self, node: Node<'a>, f: impl FnOnce(&mut TreeCursor<'a>) -> R) -> R {
         let pooled = self.cursors.0.borrow_mut().pop();
         let mut cursor = match pooled {
             Some(mut c) => {
@@ -242,13 +390,17 @@ impl<'a, 't> Cx<'a, 't> {
     /// could care about them.
     pub fn callee(
         &self,
-        node: Node<'t>,
+        node: Node<'a>,
         compute: impl FnOnce() -> Vec<String>,
     ) -> (Rc<[String]>, bool) {
         if let Some((names, hot)) = self.memo.callee.borrow().get(&node.id()) {
             return (names.clone(), *hot);
         }
-        let names: Rc<[String]> = compute().into();
+        // Most calls name nothing any rule cares about; their text says so without resolving.
+        let names: Rc<[String]> = match &self.sem {
+            Sem::Python(py) if !py.may_call(node, self.names) => self.memo.no_names.clone(),
+            _ => compute().into(),
+        };
         let hot = names.iter().any(|n| self.names.contains(n));
         self.memo
             .callee
@@ -260,13 +412,16 @@ impl<'a, 't> Cx<'a, 't> {
     /// The programs a Bash command runs, computed once per node, and whether any rule could care.
     pub fn invocations(
         &self,
-        node: Node<'t>,
-        compute: impl FnOnce() -> Vec<Invocation<'t>>,
-    ) -> (Rc<[Invocation<'t>]>, bool) {
+        node: Node<'a>,
+        compute: impl FnOnce() -> Vec<Invocation<'a>>,
+    ) -> (Rc<[Invocation<'a>]>, bool) {
         if let Some((invs, hot)) = self.memo.invocations.borrow().get(&node.id()) {
             return (invs.clone(), *hot);
         }
-        let invs: Rc<[Invocation<'t>]> = compute().into();
+        let invs: Rc<[Invocation<'a>]> = match &self.sem {
+            Sem::Bash(sh) if !sh.may_run(node, self.names) => self.memo.no_invocations.clone(),
+            _ => compute().into(),
+        };
         let hot = invs.iter().any(|i| self.names.contains(&i.name));
         self.memo
             .invocations
@@ -282,11 +437,44 @@ pub enum Sem<'a> {
     Bash(BashSem<'a>),
 }
 
-impl Sem<'_> {
+impl<'a> Sem<'a> {
     pub fn fold(&self, node: Node<'_>) -> Option<String> {
         match self {
             Sem::Python(s) => s.fold(node),
             Sem::Bash(s) => s.fold(node),
+        }
+    }
+
+    /// The values a non-constant node is known to take (see [`Matcher::Folded`]).
+    pub fn possible_values(&self, node: Node<'_>) -> Option<Vec<String>> {
+        match self {
+            Sem::Python(s) => s.possible_values(node),
+            Sem::Bash(s) => s.possible_values(node),
+        }
+    }
+
+    /// The known leading parts of a node's values (see `prefix:`).
+    pub fn prefixes(&self, node: Node<'a>) -> Vec<String> {
+        match self {
+            Sem::Python(s) => s.prefixes(node),
+            Sem::Bash(s) => s.prefixes(node),
+        }
+    }
+
+    /// A cheap necessary condition for [`Sem::fold`] to succeed (Bash: every expansion names a
+    /// constant variable).
+    pub fn may_fold(&self, node: Node<'_>) -> bool {
+        match self {
+            Sem::Python(_) => true,
+            Sem::Bash(s) => s.may_fold(node),
+        }
+    }
+
+    /// Whether a node is a constant by its kind alone (a literal word), without folding it.
+    pub fn is_literal(&self, node: Node<'_>) -> bool {
+        match self {
+            Sem::Python(_) => false,
+            Sem::Bash(s) => s.is_literal(node),
         }
     }
 }
@@ -320,11 +508,11 @@ fn normalized_runs(src: &str) -> String {
 }
 
 impl Matcher {
-    pub fn matches<'t>(&self, node: Node<'t>, cx: &Cx<'_, 't>) -> bool {
+    pub fn matches<'t>(&self, node: Node<'t>, cx: &Cx<'t>) -> bool {
         match self {
             Matcher::Kind(kinds) => kinds.contains(&node.kind_id()),
-            Matcher::Regex(re) => re.is_match(&normalized(text(node, cx.src))),
-            Matcher::Exact(words) => {
+            Matcher::Regex(re) => re.regex.is_match(&normalized(text(node, cx.src))),
+            Matcher::Exact(Words { words, .. }) => {
                 let t = text(node, cx.src);
                 words.iter().any(|w| w.len() == t.len() && w == t)
                     || (!t.is_ascii() && {
@@ -337,8 +525,28 @@ impl Matcher {
             Matcher::Not(m) => !m.matches(node, cx),
             Matcher::All(ms) => ms.iter().all(|m| m.matches(node, cx)),
             Matcher::Any(ms) => ms.iter().any(|m| m.possible(cx) && m.matches(node, cx)),
-            Matcher::Folded(re) => cx.fold(node).is_some_and(|v| re.is_match(&v)),
-            Matcher::Dynamic(want) => cx.fold(node).is_none() == *want,
+            Matcher::Folded(re) => match cx.fold(node) {
+                Some(v) => re.is_match(&v),
+                // not a constant: one of the values it is known to take (a loop over constants,
+                // an element of a constant container)
+                None => cx
+                    .sem
+                    .possible_values(node)
+                    .is_some_and(|vs| vs.iter().any(|v| re.is_match(v))),
+            },
+            Matcher::Prefix(re) => cx.sem.prefixes(node).iter().any(|p| re.is_match(p)),
+            Matcher::Quoted(want) => {
+                let quoted = match &cx.sem {
+                    Sem::Python(py) => py.fold_shell(node).is_some(),
+                    Sem::Bash(_) => cx.fold(node).is_some(),
+                };
+                quoted == *want
+            }
+            Matcher::Derived(inner) => derived(node, inner, cx, 0),
+            Matcher::Dynamic(want) => {
+                let constant = cx.sem.is_literal(node) || cx.fold(node).is_some();
+                constant != *want
+            }
             Matcher::Call(spec) => match &cx.sem {
                 Sem::Python(py) => py.call_matches(node, spec, cx),
                 Sem::Bash(_) => false,
@@ -354,7 +562,7 @@ impl Matcher {
                 };
                 values.is_none_or(|vs| vs.iter().any(|v| re.is_match(v)))
             }
-            Matcher::Resolves(set) => match &cx.sem {
+            Matcher::Resolves(set, _) => match &cx.sem {
                 Sem::Python(py) => py.names(node).iter().any(|n| set.contains(n)),
                 Sem::Bash(_) => false,
             },
@@ -371,36 +579,143 @@ impl Matcher {
     /// Whether this matcher can match any node of the script (decided once per script): exact text
     /// needs its word in the source, a call/command condition needs a call/command of that name
     /// somewhere. Everything else is assumed possible.
-    pub fn possible(&self, cx: &Cx<'_, '_>) -> bool {
-        let key = self as *const Matcher as usize;
-        if let Some(&p) = cx.memo.possible.borrow().get(&key) {
-            return p;
-        }
-        let p = match self {
+    pub fn possible(&self, cx: &Cx<'_>) -> bool {
+        match self {
             // Identifiers compare after NFKC, so a non-ASCII script is searched in its NFKC form
             // (NFKC does not compose across the ASCII punctuation and spaces that delimit words).
-            Matcher::Exact(words) => {
-                let haystack = if cx.src.is_ascii() {
-                    cx.src
-                } else {
-                    cx.memo
-                        .normalized_src
-                        .get_or_init(|| normalized_runs(cx.src))
-                        .as_str()
-                };
-                words
-                    .iter()
-                    .any(|w| memchr::memmem::find(haystack.as_bytes(), w.as_bytes()).is_some())
-            }
-            Matcher::Call(spec) => cx.script_names().iter().any(|n| spec.callee.contains(n)),
-            Matcher::Command(spec) => cx.script_names().iter().any(|n| spec.name.contains(n)),
+            Matcher::Exact(w) => cx.leaf_possible(w.slot, || cx.has_literal_of(w.slot)),
+            Matcher::Resolves(_, slot) => cx.leaf_possible(*slot, || cx.has_literal_of(*slot)),
+            Matcher::Regex(TextRegex {
+                literals: Some(_),
+                slot,
+                ..
+            }) => cx.leaf_possible(*slot, || cx.has_literal_of(*slot)),
+            Matcher::Call(spec) => cx.leaf_possible(spec.slot, || {
+                cx.script_names().iter().any(|n| spec.callee.contains(n))
+            }),
+            Matcher::Command(spec) => cx.leaf_possible(spec.slot, || {
+                cx.script_names().iter().any(|n| spec.name.contains(n))
+            }),
             Matcher::All(ms) => ms.iter().all(|m| m.possible(cx)),
             Matcher::Any(ms) => ms.iter().any(|m| m.possible(cx)),
             Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.possible(cx),
             _ => true,
+        }
+    }
+
+    /// [`Matcher::possible`] from the script's text alone, before the walk: calls and commands are
+    /// assumed to be there. `has(slot)` tells whether a leaf's texts are in the script.
+    pub fn lexically_possible(&self, has: &dyn Fn(usize) -> bool) -> bool {
+        match self {
+            Matcher::Exact(w) => has(w.slot),
+            Matcher::Resolves(_, slot) => has(*slot),
+            Matcher::Regex(TextRegex {
+                literals: Some(_),
+                slot,
+                ..
+            }) => has(*slot),
+            Matcher::All(ms) => ms.iter().all(|m| m.lexically_possible(has)),
+            Matcher::Any(ms) => ms.iter().any(|m| m.lexically_possible(has)),
+            Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.lexically_possible(has),
+            _ => true,
+        }
+    }
+
+    /// The texts this matcher's leaves need, by slot (see [`LiteralIndex`]).
+    pub fn collect_literals(&self, out: &mut Vec<(usize, Vec<String>)>) {
+        match self {
+            Matcher::Exact(w) => out.push((w.slot, w.words.clone())),
+            Matcher::Resolves(set, slot) => out.push((*slot, set.texts())),
+            Matcher::Regex(TextRegex {
+                literals: Some(l),
+                slot,
+                ..
+            }) => out.push((*slot, l.clone())),
+            Matcher::Call(spec) => {
+                if let Some(a) = &spec.arg {
+                    a.inner.collect_literals(out);
+                }
+                if let Some(m) = spec.keyword.as_ref().and_then(|k| k.value.as_ref()) {
+                    m.collect_literals(out);
+                }
+            }
+            Matcher::Command(spec) => {
+                if let Some(m) = &spec.arg {
+                    m.collect_literals(out);
+                }
+                if let Some(m) = &spec.last_arg {
+                    m.collect_literals(out);
+                }
+            }
+            Matcher::Derived(m) => m.collect_literals(out),
+            Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.collect_literals(out),
+            Matcher::Not(m) => m.collect_literals(out),
+            Matcher::All(ms) | Matcher::Any(ms) => ms.iter().for_each(|m| m.collect_literals(out)),
+            _ => {}
+        }
+    }
+
+    /// A rough evaluation cost, so that conjunctions try cheap conditions first and alternatives
+    /// the cheap ones first (the order of `all` and `any` items does not change what they match).
+    pub fn cost(&self) -> u8 {
+        match self {
+            Matcher::Kind(_) => 0,
+            Matcher::Exact(_) => 1,
+            Matcher::Regex(_) => 2,
+            Matcher::Call(_) | Matcher::Command(_) => 3,
+            Matcher::Folded(_)
+            | Matcher::Dynamic(_)
+            | Matcher::MayBe(_)
+            | Matcher::Resolves(..)
+            | Matcher::Prefix(_)
+            | Matcher::Quoted(_) => 4,
+            Matcher::Derived(m) => 8 + m.cost() / 4,
+            Matcher::Not(m) => m.cost(),
+            Matcher::Has(rel) | Matcher::Inside(rel) if !rel.stop_by_end => {
+                5 + rel.inner.cost() / 4
+            }
+            Matcher::Has(rel) | Matcher::Inside(rel) => 8 + rel.inner.cost() / 4,
+            Matcher::All(ms) | Matcher::Any(ms) => ms.iter().map(Matcher::cost).max().unwrap_or(0),
+            // A function whose body does not name it is decided from the text.
+            Matcher::Recursive(_) => 6,
+        }
+    }
+
+    /// Numbers the leaves whose "possible" answer is decided per script (exact words, regexes with
+    /// literals, calls, commands), from `*next` on.
+    pub fn assign_slots(&mut self, next: &mut usize) {
+        let mut take = |slot: &mut usize| {
+            *slot = *next;
+            *next += 1;
         };
-        cx.memo.possible.borrow_mut().insert(key, p);
-        p
+        match self {
+            Matcher::Exact(w) => take(&mut w.slot),
+            Matcher::Regex(r) => take(&mut r.slot),
+            Matcher::Resolves(_, slot) => take(slot),
+            Matcher::Call(spec) => {
+                take(&mut spec.slot);
+                if let Some(a) = &mut spec.arg {
+                    a.inner.assign_slots(next);
+                }
+                if let Some(m) = spec.keyword.as_mut().and_then(|k| k.value.as_mut()) {
+                    m.assign_slots(next);
+                }
+            }
+            Matcher::Command(spec) => {
+                take(&mut spec.slot);
+                if let Some(m) = &mut spec.arg {
+                    m.assign_slots(next);
+                }
+                if let Some(m) = &mut spec.last_arg {
+                    m.assign_slots(next);
+                }
+            }
+            Matcher::Derived(m) => m.assign_slots(next),
+            Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.assign_slots(next),
+            Matcher::Not(m) => m.assign_slots(next),
+            Matcher::All(ms) | Matcher::Any(ms) => ms.iter_mut().for_each(|m| m.assign_slots(next)),
+            _ => {}
+        }
     }
 
     /// Adds every callee/command name pattern this matcher tests to `out`.
@@ -420,7 +735,11 @@ impl Matcher {
                 if let Some(m) = &spec.arg {
                     m.collect_names(out);
                 }
+                if let Some(m) = &spec.last_arg {
+                    m.collect_names(out);
+                }
             }
+            Matcher::Derived(m) => m.collect_names(out),
             Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.collect_names(out),
             Matcher::Not(m) => m.collect_names(out),
             Matcher::All(ms) | Matcher::Any(ms) => ms.iter().for_each(|m| m.collect_names(out)),
@@ -469,7 +788,7 @@ impl Matcher {
 }
 
 impl Relation {
-    fn has<'t>(&self, node: Node<'t>, cx: &Cx<'_, 't>) -> bool {
+    fn has<'t>(&self, node: Node<'t>, cx: &Cx<'t>) -> bool {
         if !self.inner.possible(cx) {
             return false;
         }
@@ -482,7 +801,7 @@ impl Relation {
         cx.with_cursor(node, |cursor| self.has_with(cursor, cx))
     }
 
-    fn has_with<'t>(&self, cursor: &mut TreeCursor<'t>, cx: &Cx<'_, 't>) -> bool {
+    fn has_with<'t>(&self, cursor: &mut TreeCursor<'t>, cx: &Cx<'t>) -> bool {
         if !cursor.goto_first_child() {
             return false;
         }
@@ -518,7 +837,7 @@ impl Relation {
         }
     }
 
-    fn inside<'t>(&self, node: Node<'t>, cx: &Cx<'_, 't>) -> bool {
+    fn inside<'t>(&self, node: Node<'t>, cx: &Cx<'t>) -> bool {
         if !self.inner.possible(cx) {
             return false;
         }
@@ -542,6 +861,142 @@ impl Relation {
             current = p.parent();
         }
         false
+    }
+}
+
+/// `derived:`: `node` or a descendant matches `inner`, or so does an expression a name inside it
+/// is bound to (Python; names followed at most four deep).
+fn derived<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool {
+    if inner.matches(node, cx) {
+        return true;
+    }
+    // The compiler only accepts `derived` in Python rules.
+    let Sem::Python(py) = &cx.sem else {
+        return false;
+    };
+    let mut names: Vec<Node<'t>> = Vec::new();
+    let found = cx.with_cursor(node, |cursor| {
+        let mut level = 0usize;
+        if !cursor.goto_first_child() {
+            return false;
+        }
+        level += 1;
+        loop {
+            let n = cursor.node();
+            if inner.matches(n, cx) {
+                return true;
+            }
+            if n.kind_id() == py.k.identifier {
+                names.push(n);
+            }
+            if cursor.goto_first_child() {
+                level += 1;
+                continue;
+            }
+            loop {
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+                if level <= 1 || !cursor.goto_parent() {
+                    return false;
+                }
+                level -= 1;
+            }
+        }
+    });
+    if found {
+        return true;
+    }
+    if node.kind_id() == py.k.identifier {
+        names.push(node);
+    }
+    if depth >= 4 {
+        return false;
+    }
+    names.iter().any(|n| {
+        let name = normalized(text(*n, cx.src));
+        match py.binding(&name) {
+            Some(Binding::Value(v)) | Some(Binding::Item(v, _)) => {
+                v.id() != node.id() && derived(v, inner, cx, depth + 1)
+            }
+            _ => false,
+        }
+    })
+}
+
+/// Every text the exact-word and regex leaves of a language's rules need, in one automaton: one
+/// pass over a script tells which leaves can match anywhere in it (the keyword prefilter of the
+/// tree rules, as secret rules have theirs).
+#[derive(Debug)]
+pub struct LiteralIndex {
+    automaton: Option<aho_corasick::AhoCorasick>,
+    patterns: usize,
+    /// Per slot, the automaton's pattern ids of that leaf's texts.
+    by_slot: Vec<Vec<usize>>,
+}
+
+impl LiteralIndex {
+    pub fn new(
+        slots: usize,
+        leaves: &[(usize, Vec<String>)],
+    ) -> Result<Self, aho_corasick::BuildError> {
+        let mut texts: Vec<String> = Vec::new();
+        let mut by_slot = vec![Vec::new(); slots];
+        for (slot, words) in leaves {
+            for w in words {
+                let id = match texts.iter().position(|t| t == w) {
+                    Some(id) => id,
+                    None => {
+                        texts.push(w.clone());
+                        texts.len() - 1
+                    }
+                };
+                if let Some(ids) = by_slot.get_mut(*slot) {
+                    ids.push(id);
+                }
+            }
+        }
+        let automaton = if texts.is_empty() {
+            None
+        } else {
+            Some(
+                aho_corasick::AhoCorasickBuilder::new()
+                    .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+                    .build(&texts)?,
+            )
+        };
+        Ok(LiteralIndex {
+            automaton,
+            patterns: texts.len(),
+            by_slot,
+        })
+    }
+
+    /// Which texts occur in a script (by pattern id), in one pass. Identifiers compare after NFKC,
+    /// so a non-ASCII script is searched in its NFKC form.
+    pub fn scan(&self, src: &str) -> Vec<bool> {
+        let mut found = vec![false; self.patterns];
+        let Some(ac) = &self.automaton else {
+            return found;
+        };
+        let normalized;
+        let haystack = if src.is_ascii() {
+            src
+        } else {
+            normalized = normalized_runs(src);
+            normalized.as_str()
+        };
+        for m in ac.find_overlapping_iter(haystack) {
+            found[m.pattern().as_usize()] = true;
+        }
+        found
+    }
+
+    /// Whether the script (as [`LiteralIndex::scan`] found it) holds a text the leaf `slot` needs.
+    pub fn slot_present(&self, present: &[bool], slot: usize) -> bool {
+        self.by_slot
+            .get(slot)
+            .is_some_and(|ids| ids.iter().any(|&p| present.get(p).copied().unwrap_or(true)))
     }
 }
 

@@ -144,6 +144,7 @@ impl RuleSet {
         let mut trees: [Vec<tree::ParsedRule>; 2] = [Vec::new(), Vec::new()];
         let mut interpreters = None;
         let mut ids = HashSet::new();
+        let mut secret_regexes = secret::RegexCache::default();
         for (path, text) in &files {
             let file = format!("patterns/{path}");
             if !path.ends_with(".yml") || path.starts_with("tests/") {
@@ -151,10 +152,10 @@ impl RuleSet {
             }
             match path.split_once('/') {
                 Some(("secrets", "_global.yml")) => {
-                    global_allow = secret::parse_global(&file, text)?;
+                    global_allow = secret::parse_global(&file, text, &mut secret_regexes)?;
                 }
                 Some(("secrets", _)) => {
-                    let rule = secret::parse_rule(&file, text)?;
+                    let rule = secret::parse_rule(&file, text, &mut secret_regexes)?;
                     check_id(&file, &rule.meta.id, &mut ids)?;
                     secrets.push(rule);
                 }

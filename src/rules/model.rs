@@ -62,6 +62,16 @@ pub struct MatcherSpec {
     pub may_be: Option<String>,
     /// `true`: the node is not a constant; `false`: it is.
     pub dynamic: Option<bool>,
+    /// The known leading part of the node's value matches this regex: its value when constant,
+    /// else the constant text before the first part only known at run time (`"/etc/" + name`
+    /// starts with `/etc/`), through names and loop variables.
+    pub prefix: Option<String>,
+    /// Python: the node, or an expression its value comes from (through names bound once, `with`
+    /// and `for` targets), has a descendant matching this.
+    pub derived: Option<Box<MatcherSpec>>,
+    /// `true`: the node is a command string whose run-time parts are all shell-quoted
+    /// (`shlex.quote`), or a constant.
+    pub quoted: Option<bool>,
     /// Python: the expression stands for one of these qualified names (`*` wildcards).
     pub resolves: Option<OneOrMany>,
     /// Python: a call whose resolved callee matches.
@@ -110,6 +120,8 @@ pub struct CommandSpecRaw {
     pub flag: Option<OneOrMany>,
     /// An argument matches.
     pub arg: Option<Box<MatcherSpec>>,
+    /// The last argument matches (the destination of `cp`, `mv`, `install`, `ln`).
+    pub last_arg: Option<Box<MatcherSpec>>,
     /// The command reads its program from standard input.
     #[serde(default)]
     pub stdin_program: bool,

@@ -5,16 +5,17 @@
 //! flow-insensitive: a name bound twice keeps every binding, and a name assigned twice is not a constant.
 //! Folding lives in `fold`. (Just over 500 lines: kinds, facts and name resolution share the facts.)
 
-use std::collections::HashMap;
-
 use tree_sitter::Node;
 
 pub use super::codec::decode_base64;
 
+mod facts;
+mod flow;
 mod fold;
+pub use facts::{Binding, PyFacts};
 
-use super::grammar::{Grammar, children_in_field, text};
-use super::matcher::{CallSpec, Cx, normalized};
+use super::grammar::{Grammar, text};
+use super::matcher::{CallSpec, Cx, NameSet, normalized};
 
 /// Functions (last name segment) whose result can be a constant when their arguments are.
 const FOLDING_FUNCTIONS: &[&str] = &[
@@ -54,19 +55,24 @@ const FOLDING_FUNCTIONS: &[&str] = &[
     "unhexlify",
     "a2b_hex",
     "reversed",
+    "quote",
+    "list2cmdline",
 ];
 
 /// Folding gives up on deeper expressions or longer values (both only occur in hostile input).
 const MAX_FOLD_DEPTH: u8 = 40;
 const MAX_FOLD_LEN: usize = 64 * 1024;
 const MAX_NAMES: usize = 16;
+/// The name `globals()`, `locals()` and `vars()` resolve to: the module namespace, whose keys are
+/// the script's names.
+const GLOBALS: &str = "<globals>";
 
 /// Node-kind and field ids this module needs.
 #[derive(Debug, Clone)]
 pub struct PyKinds {
     pub call: u16,
     attribute: u16,
-    identifier: u16,
+    pub(crate) identifier: u16,
     string: u16,
     concatenated_string: u16,
     binary_operator: u16,
@@ -81,6 +87,8 @@ pub struct PyKinds {
     dictionary: u16,
     set: u16,
     pair: u16,
+    pub(super) dictionary_splat: u16,
+    pub(super) as_pattern: u16,
     string_content: u16,
     interpolation: u16,
     escape_interpolation: u16,
@@ -93,7 +101,6 @@ pub struct PyKinds {
     augmented_assignment: u16,
     for_statement: u16,
     comment: u16,
-    f_function: u16,
     f_arguments: u16,
     f_argument: u16,
     f_object: u16,
@@ -101,6 +108,7 @@ pub struct PyKinds {
     f_name: u16,
     f_alias: u16,
     f_value: u16,
+    f_key: u16,
     f_left: u16,
     f_right: u16,
     f_module_name: u16,
@@ -132,6 +140,8 @@ impl PyKinds {
             dictionary: k("dictionary"),
             set: k("set"),
             pair: k("pair"),
+            dictionary_splat: k("dictionary_splat"),
+            as_pattern: k("as_pattern"),
             string_content: k("string_content"),
             interpolation: k("interpolation"),
             escape_interpolation: k("escape_interpolation"),
@@ -144,7 +154,6 @@ impl PyKinds {
             augmented_assignment: k("augmented_assignment"),
             for_statement: k("for_statement"),
             comment: k("comment"),
-            f_function: f("function"),
             f_arguments: f("arguments"),
             f_argument: f("argument"),
             f_object: f("object"),
@@ -152,6 +161,7 @@ impl PyKinds {
             f_name: f("name"),
             f_alias: f("alias"),
             f_value: f("value"),
+            f_key: f("key"),
             f_left: f("left"),
             f_right: f("right"),
             f_module_name: f("module_name"),
@@ -163,141 +173,23 @@ impl PyKinds {
     }
 }
 
-/// What one walk learns about names in a script.
-#[derive(Debug, Default)]
-pub struct PyFacts {
-    /// Local name → the qualified names it may stand for (`sp` → `subprocess`).
-    aliases: HashMap<String, Vec<String>>,
-    /// Modules imported with `from m import *`.
-    star_modules: Vec<String>,
-    /// Names assigned exactly once to a constant string; `None` once assigned again or non-constant.
-    consts: HashMap<String, Option<String>>,
-    /// Names assigned exactly once to a dict/list/tuple/set literal of constants: its values.
-    containers: HashMap<String, Option<Vec<String>>>,
+/// A call's callee: always its first child (`call: function arguments`), which is cheaper to
+/// reach than by field.
+pub(crate) fn function_of(call: Node<'_>) -> Option<Node<'_>> {
+    call.child(0).filter(|c| c.is_named())
 }
 
-impl PyFacts {
-    /// Records what `node` binds, if anything. Called in document order.
-    pub fn observe(&mut self, k: &PyKinds, node: Node<'_>, src: &str) {
-        let kind = node.kind_id();
-        if kind == k.import_statement {
-            self.observe_import(k, node, src);
-        } else if kind == k.import_from_statement {
-            self.observe_from_import(k, node, src);
-        } else if kind == k.assignment {
-            self.observe_assignment(k, node, src);
-        } else if (kind == k.augmented_assignment || kind == k.for_statement)
-            && let Some(left) = node.child_by_field_id(k.f_left)
-            && left.kind_id() == k.identifier
-        {
-            self.consts.insert(ident(left, src), None);
-        }
-    }
-
-    fn bind(&mut self, local: String, qualified: String) {
-        let targets = self.aliases.entry(local).or_default();
-        if !targets.contains(&qualified) && targets.len() < MAX_NAMES {
-            targets.push(qualified);
-        }
-    }
-
-    fn observe_import(&mut self, k: &PyKinds, node: Node<'_>, src: &str) {
-        for name in children_in_field(node, k.f_name) {
-            if name.kind_id() == k.aliased_import {
-                let (Some(module), Some(alias)) = (
-                    name.child_by_field_id(k.f_name),
-                    name.child_by_field_id(k.f_alias),
-                ) else {
-                    continue;
-                };
-                self.bind(ident(alias, src), dotted(module, src));
-            } else {
-                // `import os.path` binds `os`.
-                let full = dotted(name, src);
-                let first = full.split('.').next().unwrap_or("").to_string();
-                self.bind(first.clone(), first);
-            }
-        }
-    }
-
-    fn observe_from_import(&mut self, k: &PyKinds, node: Node<'_>, src: &str) {
-        let Some(module) = node.child_by_field_id(k.f_module_name) else {
-            return;
-        };
-        let module = dotted(module, src);
-        let mut cursor = node.walk();
-        for child in node.named_children(&mut cursor) {
-            if child.kind_id() == k.wildcard_import {
-                self.star_modules.push(module.clone());
-            }
-        }
-        for name in children_in_field(node, k.f_name) {
-            if name.kind_id() == k.aliased_import {
-                let (Some(orig), Some(alias)) = (
-                    name.child_by_field_id(k.f_name),
-                    name.child_by_field_id(k.f_alias),
-                ) else {
-                    continue;
-                };
-                self.bind(ident(alias, src), format!("{module}.{}", dotted(orig, src)));
-            } else if name.kind_id() == k.dotted_name {
-                let local = dotted(name, src);
-                self.bind(local.clone(), format!("{module}.{local}"));
-            }
-        }
-    }
-
-    fn observe_assignment(&mut self, k: &PyKinds, node: Node<'_>, src: &str) {
-        let (Some(left), Some(right)) = (
-            node.child_by_field_id(k.f_left),
-            node.child_by_field_id(k.f_right),
-        ) else {
-            return;
-        };
-        if left.kind_id() != k.identifier {
-            return;
-        }
-        let name = ident(left, src);
-        let sem = PySem {
-            k,
-            facts: self,
-            src,
-        };
-        let folded = sem.fold(right);
-        let names = if folded.is_none() && is_name_expr(k, right) {
-            sem.names(right)
-        } else {
-            Vec::new()
-        };
-        let items = if self.containers.contains_key(&name) {
-            None
-        } else {
-            sem.container_values(right)
-        };
-        for target in names {
-            self.bind(name.clone(), target);
-        }
-        let value = if self.consts.contains_key(&name) {
-            None
-        } else {
-            folded
-        };
-        self.consts.insert(name.clone(), value);
-        self.containers.insert(name, items);
-    }
-}
-
-fn is_name_expr(k: &PyKinds, node: Node<'_>) -> bool {
+pub(super) fn is_name_expr(k: &PyKinds, node: Node<'_>) -> bool {
     let kind = node.kind_id();
     kind == k.identifier || kind == k.attribute || kind == k.call || kind == k.subscript
 }
 
-fn ident(node: Node<'_>, src: &str) -> String {
+pub(super) fn ident(node: Node<'_>, src: &str) -> String {
     normalized(text(node, src)).into_owned()
 }
 
 /// `a . b` (with any spacing) as `a.b`, NFKC-normalised.
-fn dotted(node: Node<'_>, src: &str) -> String {
+pub(super) fn dotted(node: Node<'_>, src: &str) -> String {
     normalized(text(node, src))
         .chars()
         .filter(|c| !c.is_whitespace())
@@ -308,11 +200,22 @@ fn dotted(node: Node<'_>, src: &str) -> String {
 #[derive(Debug, Clone, Copy)]
 pub struct PySem<'a> {
     pub k: &'a PyKinds,
-    pub facts: &'a PyFacts,
+    pub facts: &'a PyFacts<'a>,
     pub src: &'a str,
+    /// Fold `shlex.quote(x)` to a quoted placeholder (see [`PySem::fold_shell`]).
+    pub(super) quoting: bool,
 }
 
 impl<'a> PySem<'a> {
+    pub fn new(k: &'a PyKinds, facts: &'a PyFacts<'a>, src: &'a str) -> Self {
+        PySem {
+            k,
+            facts,
+            src,
+            quoting: false,
+        }
+    }
+
     /// The qualified names an expression may stand for (`sp.call` → `subprocess.call`).
     pub fn names(&self, node: Node<'_>) -> Vec<String> {
         let mut out = self.names_at(node, 0);
@@ -338,6 +241,15 @@ impl<'a> PySem<'a> {
             let name = ident(node, self.src);
             if let Some(targets) = self.facts.aliases.get(&name) {
                 return targets.clone();
+            }
+            // `for f in [os.system, …]: f(…)`: each element.
+            if let Some(Binding::Item(items, None)) = self.facts.bindings.get(&name).copied()
+                && (items.kind_id() == k.list || items.kind_id() == k.tuple)
+            {
+                return crate::rules::grammar::children(items)
+                    .filter(|c| c.is_named())
+                    .flat_map(|item| self.names_at(item, d))
+                    .collect();
             }
             let mut out = vec![name.clone()];
             out.extend(
@@ -372,18 +284,35 @@ impl<'a> PySem<'a> {
         }
     }
 
-    /// `__import__('os')` → `os`; `getattr(os, 'system')` → `os.system`.
+    /// What a call returns, when it is a name: `__import__('os')` → `os`, `getattr(os, 'system')`
+    /// → `os.system`, `operator.attrgetter('system')(os)` → `os.system`, `functools.partial(f, …)`
+    /// (and `staticmethod(f)`) → `f`, `globals()` → the module namespace, `vars(m)` →
+    /// `m.__dict__`.
     fn names_of_call_result(&self, node: Node<'_>, d: u8) -> Vec<String> {
-        let Some(func) = node.child_by_field_id(self.k.f_function) else {
+        let Some(func) = function_of(node) else {
             return Vec::new();
         };
+        let args = self.positional(node);
+        if func.kind_id() == self.k.call {
+            return self.names_of_getter_call(func, &args, d);
+        }
         let last = self.last_segment(func);
-        if !matches!(last.as_ref(), "__import__" | "import_module" | "getattr")
-            && !self.facts.aliases.contains_key(last.as_ref())
+        if !matches!(
+            last.as_ref(),
+            "__import__"
+                | "import_module"
+                | "getattr"
+                | "partial"
+                | "partialmethod"
+                | "staticmethod"
+                | "classmethod"
+                | "globals"
+                | "locals"
+                | "vars"
+        ) && !self.facts.aliases.contains_key(last.as_ref())
         {
             return Vec::new();
         }
-        let args = self.positional(node);
         let callee = self.names_at(func, d);
         let mut out = Vec::new();
         for name in callee {
@@ -404,10 +333,54 @@ impl<'a> PySem<'a> {
                         );
                     }
                 }
+                "functools.partial"
+                | "functools.partialmethod"
+                | "staticmethod"
+                | "classmethod" => {
+                    if let Some(f) = args.first() {
+                        out.extend(self.names_at(*f, d));
+                    }
+                }
+                "globals" | "locals" | "vars" if args.is_empty() => out.push(GLOBALS.into()),
+                "vars" => {
+                    if let Some(obj) = args.first() {
+                        out.extend(
+                            self.names_at(*obj, d)
+                                .into_iter()
+                                .map(|base| format!("{base}.__dict__")),
+                        );
+                    }
+                }
                 _ => {}
             }
         }
         out
+    }
+
+    /// `operator.attrgetter('a')(obj)` → `obj.a`: `getter` is the inner call, `args` the outer's.
+    fn names_of_getter_call(&self, getter: Node<'_>, args: &[Node<'_>], d: u8) -> Vec<String> {
+        let Some(func) = function_of(getter) else {
+            return Vec::new();
+        };
+        if !self
+            .names_at(func, d)
+            .iter()
+            .any(|n| n == "operator.attrgetter")
+        {
+            return Vec::new();
+        }
+        let (Some(attr), Some(obj)) = (
+            self.positional(getter)
+                .first()
+                .and_then(|a| self.fold_at(*a, d)),
+            args.first(),
+        ) else {
+            return Vec::new();
+        };
+        self.names_at(*obj, d)
+            .into_iter()
+            .map(|base| format!("{base}.{attr}"))
+            .collect()
     }
 
     /// `globals()['eval']`, `sys.modules['os']`, `__builtins__.__dict__['exec']`.
@@ -418,6 +391,10 @@ impl<'a> PySem<'a> {
         ) else {
             return Vec::new();
         };
+        let dispatch = self.dispatch_names(value, key, d);
+        if !dispatch.is_empty() {
+            return dispatch;
+        }
         let Some(key) = self.fold_at(key, d) else {
             return Vec::new();
         };
@@ -425,6 +402,13 @@ impl<'a> PySem<'a> {
         for base in self.names_at(value, d) {
             match base.as_str() {
                 "sys.modules" | "__builtins__" | "builtins" => out.push(key.clone()),
+                GLOBALS => out.extend(
+                    self.facts
+                        .aliases
+                        .get(&key)
+                        .cloned()
+                        .unwrap_or_else(|| vec![key.clone()]),
+                ),
                 _ => {
                     if let Some(owner) = base.strip_suffix(".__dict__") {
                         out.push(format!("{owner}.{key}"));
@@ -432,42 +416,104 @@ impl<'a> PySem<'a> {
                 }
             }
         }
-        // globals()/locals()/vars() without arguments: the key names a module-level binding.
-        if value.kind_id() == self.k.call && self.positional(value).is_empty() {
-            let callee = value
-                .child_by_field_id(self.k.f_function)
-                .map(|f| self.names_at(f, d))
-                .unwrap_or_default();
-            if callee
-                .iter()
-                .any(|c| matches!(c.as_str(), "globals" | "locals" | "vars"))
-            {
-                let key_names = self
-                    .facts
-                    .aliases
-                    .get(&key)
-                    .cloned()
-                    .unwrap_or_else(|| vec![key.clone()]);
-                out.extend(key_names);
-            }
-        }
         out
     }
 
-    /// The resolved names of a call's callee.
-    pub fn callee_names(&self, call: Node<'_>) -> Vec<String> {
-        call.child_by_field_id(self.k.f_function)
-            .map(|f| self.names(f))
-            .unwrap_or_default()
+    /// `{"run": os.system, …}[key]` (or a name bound to such a dict): the value under a constant
+    /// key, or every value when the key is only known at run time.
+    fn dispatch_names(&self, value: Node<'_>, key: Node<'_>, d: u8) -> Vec<String> {
+        let k = self.k;
+        let dict = match value.kind_id() {
+            kind if kind == k.dictionary => value,
+            kind if kind == k.identifier => match self.binding(&ident(value, self.src)) {
+                Some(Binding::Value(v)) if v.kind_id() == k.dictionary => v,
+                _ => return Vec::new(),
+            },
+            _ => return Vec::new(),
+        };
+        let wanted = self.fold_at(key, d);
+        crate::rules::grammar::children(dict)
+            .filter(|c| c.kind_id() == k.pair)
+            .filter(|pair| {
+                wanted.is_none()
+                    || pair
+                        .child_by_field_id(k.f_key)
+                        .and_then(|key| self.fold_at(key, d))
+                        == wanted
+            })
+            .filter_map(|pair| pair.child_by_field_id(k.f_value))
+            .flat_map(|v| self.names_at(v, d))
+            .collect()
     }
 
-    pub fn call_matches<'t>(&self, node: Node<'t>, spec: &CallSpec, cx: &Cx<'_, 't>) -> bool {
+    /// Whether a call's resolved names can be in `names`, decided from the callee's text: a plain
+    /// dotted chain (after its first name's import or assignment aliases) whose last segment and
+    /// prefix fit no name of `names` cannot. Anything computed (`getattr(…)(…)`, `d["k"](…)`),
+    /// non-ASCII or through `builtins` might.
+    pub fn may_call(&self, call: Node<'_>, names: &NameSet) -> bool {
+        let Some(func) = function_of(call) else {
+            return false;
+        };
+        let t = text(func, self.src);
+        if !t
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+        {
+            return true;
+        }
+        let (root, rest) = t.split_at(t.find('.').unwrap_or(t.len()));
+        if matches!(root, "builtins" | "__builtins__")
+            || (rest.is_empty() && !self.facts.star_modules.is_empty())
+        {
+            return true;
+        }
+        // a loop variable over a list of callables
+        if matches!(self.facts.bindings.get(root), Some(Binding::Item(..))) {
+            return true;
+        }
+        let last = t.rsplit('.').next().unwrap_or(t);
+        match self.facts.aliases.get(root) {
+            None => names.may_contain(t, last),
+            Some(targets) => targets.iter().any(|target| {
+                let full = format!("{target}{rest}");
+                let last = full.rsplit('.').next().unwrap_or(&full);
+                names.may_contain(&full, last)
+            }),
+        }
+    }
+
+    /// The resolved names of a call's callee; `operator.methodcaller('m', …)(obj)` calls `obj.m`.
+    pub fn callee_names(&self, call: Node<'_>) -> Vec<String> {
+        let Some(func) = function_of(call) else {
+            return Vec::new();
+        };
+        if func.kind_id() == self.k.call
+            && let Some(inner) = function_of(func)
+            && self
+                .names(inner)
+                .iter()
+                .any(|n| n == "operator.methodcaller")
+            && let (Some(method), Some(obj)) = (
+                self.positional(func).first().and_then(|m| self.fold(*m)),
+                self.positional(call).first().copied(),
+            )
+        {
+            return self
+                .names(obj)
+                .into_iter()
+                .map(|base| format!("{base}.{method}"))
+                .collect();
+        }
+        self.names(func)
+    }
+
+    pub fn call_matches(&self, node: Node<'a>, spec: &CallSpec, cx: &Cx<'a>) -> bool {
         let (names, hot) = cx.callee(node, || self.callee_names(node));
         if !hot || !names.iter().any(|n| spec.callee.contains(n)) {
             return false;
         }
         if let Some(arg) = &spec.arg {
-            let args = self.positional(node);
+            let args = self.effective_positional(node);
             let hit = match arg.index {
                 Some(i) => args.get(i).is_some_and(|a| arg.inner.matches(*a, cx)),
                 None => args.iter().any(|a| arg.inner.matches(*a, cx)),
@@ -477,9 +523,13 @@ impl<'a> PySem<'a> {
             }
         }
         if let Some(kw) = &spec.keyword {
-            let hit = self.keywords(node).into_iter().any(|(name, value)| {
-                kw.name.is_match(&name) && kw.value.as_ref().is_none_or(|m| m.matches(value, cx))
-            });
+            let hit = self
+                .effective_keywords(node)
+                .into_iter()
+                .any(|(name, value)| {
+                    kw.name.is_match(&name)
+                        && kw.value.as_ref().is_none_or(|m| m.matches(value, cx))
+                });
             if !hit {
                 return false;
             }
@@ -508,15 +558,19 @@ impl<'a> PySem<'a> {
             return false;
         };
         let name = ident(name, self.src);
+        // A call of the function names it (NFKC-equal names aside: those take the long way).
+        if self.src.is_ascii() && !text(body, self.src).contains(name.as_str()) {
+            return false;
+        }
         let mut stack = vec![body];
         while let Some(n) = stack.pop() {
             if n.kind_id() == self.k.call
-                && n.child_by_field_id(self.k.f_function)
+                && function_of(n)
                     .is_some_and(|f| f.kind_id() == self.k.identifier && ident(f, self.src) == name)
             {
                 return true;
             }
-            stack.extend(n.named_children(&mut n.walk()));
+            stack.extend(crate::rules::grammar::children(n).filter(|c| c.is_named()));
         }
         false
     }

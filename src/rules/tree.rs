@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::grammar::Grammar;
 use schemars::JsonSchema;
 
-use super::matcher::{Matcher, MatcherCompiler, NameSet, NameSetError};
+use super::matcher::{LiteralIndex, Matcher, MatcherCompiler, NameSet, NameSetError};
 use super::model::MatcherSpec;
 use super::{RuleError, RuleMeta, embed};
 use crate::domain::script::Language;
@@ -161,6 +161,8 @@ pub struct Part {
     pub rule: usize,
     pub matcher: Matcher,
     pub kinds: Vec<u16>,
+    /// Indexed by name ([`TreeRules::by_name`]): only tried on calls or commands of its names.
+    pub by_name: bool,
 }
 
 /// Tree rules of one language, indexed.
@@ -175,6 +177,10 @@ pub struct TreeRules {
     pub by_name: ByName,
     /// Every callee/command name any rule or the inline-program extractor tests (see [`super::matcher::Cx`]).
     pub names: NameSet,
+    /// How many leaf slots the matchers use ([`Matcher::assign_slots`]).
+    pub slots: usize,
+    /// The texts the leaves need, for the per-script prefilter.
+    pub literals: LiteralIndex,
 }
 
 impl TreeRules {
@@ -197,8 +203,10 @@ impl TreeRules {
         };
         let mut rules = Vec::new();
         let mut parts = Vec::new();
+        let mut slots = 0;
         for (rule, r) in parsed.into_iter().enumerate() {
-            for part in r.parts {
+            for mut part in r.parts {
+                part.matcher.assign_slots(&mut slots);
                 let index = parts.len();
                 part.matcher.collect_names(&mut names);
                 match &part.names {
@@ -216,6 +224,7 @@ impl TreeRules {
                 }
                 parts.push(Part {
                     rule,
+                    by_name: part.names.is_some(),
                     matcher: part.matcher,
                     kinds: part.kinds,
                 });
@@ -225,6 +234,12 @@ impl TreeRules {
                 builtin: r.builtin,
             });
         }
+        let mut leaves = Vec::new();
+        for part in &parts {
+            part.matcher.collect_literals(&mut leaves);
+        }
+        let literals = LiteralIndex::new(slots, &leaves)
+            .map_err(|e| RuleError::new(format!("patterns/{language}"), e.to_string()))?;
         names.sort();
         names.dedup();
         let names =
@@ -236,6 +251,8 @@ impl TreeRules {
             by_kind,
             by_name,
             names,
+            slots,
+            literals,
         })
     }
 
@@ -245,6 +262,21 @@ impl TreeRules {
             .iter()
             .find(|r| r.meta.id == id && r.builtin)
             .map(|r| &r.meta)
+    }
+
+    /// Whether nodes of `kind` can match a rule in a script whose texts are `present`
+    /// ([`LiteralIndex::scan`]): some part indexed under the kind is possible from the text alone.
+    pub fn kind_possible(&self, kind: usize, present: &[bool]) -> bool {
+        let has = |slot| self.literals.slot_present(present, slot);
+        let by_kind = self.by_kind[kind]
+            .iter()
+            .any(|&p| self.parts[p].matcher.lexically_possible(&has));
+        by_kind
+            || (kind == usize::from(self.by_name.kind)
+                && self
+                    .by_name
+                    .all_parts()
+                    .any(|p| self.parts[p].matcher.lexically_possible(&has)))
     }
 
     /// Whether the walk must queue nodes of `kind` for rule evaluation.
@@ -281,6 +313,15 @@ impl ByName {
 
     fn is_empty(&self) -> bool {
         self.exact.is_empty() && self.wildcard.is_empty()
+    }
+
+    /// Every name-keyed part (with repeats).
+    fn all_parts(&self) -> impl Iterator<Item = usize> + '_ {
+        self.exact
+            .values()
+            .flatten()
+            .copied()
+            .chain(self.wildcard.iter().map(|(_, p)| *p))
     }
 
     /// The parts to evaluate for a node that calls `names`, in order, without repeats.

@@ -44,11 +44,7 @@ impl Hit {
 /// The semantics rules evaluate against, for one walked script.
 pub fn semantics<'a>(v: &'a Validator, walk: &'a Walk<'_>, src: &'a str) -> Sem<'a> {
     match &walk.facts {
-        Facts::Python(facts) => Sem::Python(PySem {
-            k: &v.kinds().py,
-            facts,
-            src,
-        }),
+        Facts::Python(facts) => Sem::Python(PySem::new(&v.kinds().py, facts, src)),
         Facts::Bash(facts) => Sem::Bash(BashSem {
             k: &v.kinds().sh,
             facts,
@@ -66,13 +62,29 @@ pub fn hits(
     nesting: u8,
 ) -> Vec<Hit> {
     let rules = v.rules().tree(language);
-    let cx = Cx::new(src, semantics(v, walk, src), &rules.names, &walk.sites);
+    let cx = Cx::new(
+        src,
+        semantics(v, walk, src),
+        &rules.names,
+        &walk.sites,
+        rules.slots,
+        &rules.literals,
+        &walk.present,
+    );
     let mut out = Vec::new();
-    // Which parts can match anywhere in this script, decided once.
+    // Which parts can match anywhere in this script, decided once. Name-keyed parts only run on
+    // calls or commands of their names, which is the same question asked per node.
     let active: Vec<bool> = rules
         .parts
         .iter()
-        .map(|p| p.matcher.possible(&cx))
+        .map(|p| {
+            if p.by_name {
+                p.matcher
+                    .lexically_possible(&|slot| rules.literals.slot_present(&walk.present, slot))
+            } else {
+                p.matcher.possible(&cx)
+            }
+        })
         .collect();
     let mut keyed = Vec::new();
     let mut matched: Vec<usize> = Vec::new();
@@ -95,9 +107,11 @@ pub fn hits(
     if nesting == 0 {
         out.extend(bidi(v, language, src));
     }
-    // Only scripts that run a downloader can run what it downloaded.
+    // Only scripts that run a downloader can run what it downloaded: one that names it, or one
+    // that could spell the name in pieces (quotes, escapes), whose commands are then resolved.
     if let Sem::Bash(sh) = &cx.sem
         && let Some(meta) = rules.builtin(BASH_DOWNLOAD_RUN)
+        && may_name_downloader(src)
         && cx.script_names().iter().any(|n| n == "curl" || n == "wget")
     {
         for run in crate::rules::bash::downloaded_then_run(sh, &cx, &walk.sites) {
@@ -128,9 +142,18 @@ pub fn hits(
     out
 }
 
+/// Whether a Bash script can run `curl` or `wget`: it names one, or holds quotes, escapes or
+/// expansions that could spell one.
+fn may_name_downloader(src: &str) -> bool {
+    let b = src.as_bytes();
+    ["curl", "wget", "''", "\"\"", "$'", "\\", "${", "$("]
+        .iter()
+        .any(|t| memchr::memmem::find(b, t.as_bytes()).is_some())
+}
+
 /// The name-keyed parts for a call/command node: those of the names it calls, if any is of interest.
 fn named_parts<'t>(
-    cx: &Cx<'_, 't>,
+    cx: &Cx<'t>,
     node: tree_sitter::Node<'t>,
     by_name: &crate::rules::ByName,
     out: &mut Vec<usize>,

@@ -15,9 +15,9 @@ fn finding(rule: &str, message: String, line: u32, column: u32) -> Finding {
 
 /// Rejects scripts over `max_chars` characters (not bytes), empty scripts and NUL bytes.
 pub fn check(text: &str, max_chars: usize) -> Option<Finding> {
-    // Counting stops one past the limit, so a huge script costs no more than a legal one.
-    let chars = text.chars().take(max_chars + 1).count();
-    if chars > max_chars {
+    // A text of at most `max_chars` bytes has at most as many characters; otherwise counting
+    // stops one past the limit, so a huge script costs no more than a legal one.
+    if text.len() > max_chars && text.chars().take(max_chars + 1).count() > max_chars {
         return Some(finding(
             "max-characters",
             format!("script is longer than {max_chars} characters"),
@@ -28,7 +28,7 @@ pub fn check(text: &str, max_chars: usize) -> Option<Finding> {
     if text.trim().is_empty() {
         return Some(finding("empty-script", "script is empty".into(), 1, 1));
     }
-    if let Some(at) = text.find('\0') {
+    if let Some(at) = memchr::memchr(0, text.as_bytes()) {
         let (line, column) = super::verdict::Positions::new(text).at(at);
         return Some(finding(
             "nul-byte",

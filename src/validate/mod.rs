@@ -8,23 +8,21 @@
 mod dangerous;
 mod language;
 mod limits;
+mod phases;
 mod redact;
 mod secrets;
 pub mod syntax;
 // The verdict types live in `domain`; re-exported so `validate::verdict` keeps its paths.
 pub use crate::domain::verdict;
+mod kinds;
 mod walk;
+pub(crate) use kinds::Kinds;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::domain::script::{Language, Script};
 use crate::rules::RuleSet;
-use crate::rules::bash::BashKinds;
-use crate::rules::grammar::Grammar;
-use crate::rules::python::PyKinds;
-use syntax::bash::BashSyntax;
-use syntax::python::PySyntax;
 use verdict::{Finding, Layer, Positions, Severity, Verdict};
 
 /// Validation settings.
@@ -46,96 +44,6 @@ impl Default for ValidationConfig {
             block_on_warn: false,
             disabled_rules: Vec::new(),
         }
-    }
-}
-
-/// Node-kind ids the checks use, resolved once.
-#[derive(Debug)]
-pub struct Kinds {
-    pub py: PyKinds,
-    pub sh: BashKinds,
-    pub py_syntax: PySyntax,
-    pub sh_syntax: BashSyntax,
-    /// Per language (python, bash): what the walk does with each node kind.
-    interest: [Vec<u8>; 2],
-}
-
-impl Kinds {
-    fn new(rules: &RuleSet) -> Self {
-        use walk::interest::{CANDIDATE, FACT, FOLD, SITE, STRING, SYNTAX};
-        let py = Grammar::new(Language::Python);
-        let sh = Grammar::new(Language::Bash);
-        let py_kinds = PyKinds::new(&py);
-        let sh_kinds = BashKinds::new(&sh);
-        let py_syntax = PySyntax::new(&py);
-        let sh_syntax = BashSyntax::new(&sh);
-        let table = |g: &Grammar, groups: &[(u8, Vec<u16>)]| {
-            let mut t = vec![0u8; g.kind_count()];
-            let tree = rules.tree(g.language);
-            for (kind, flags) in t.iter_mut().enumerate() {
-                if tree.indexes_kind(kind) {
-                    *flags |= CANDIDATE;
-                }
-            }
-            for (flag, kinds) in groups {
-                for &k in kinds {
-                    t[usize::from(k)] |= flag;
-                }
-            }
-            t
-        };
-        let kind = |g: &Grammar, names: &[&str]| {
-            names.iter().map(|n| g.known_kind(n)).collect::<Vec<u16>>()
-        };
-        let py_table = table(
-            &py,
-            &[
-                (
-                    FACT,
-                    kind(
-                        &py,
-                        &[
-                            "import_statement",
-                            "import_from_statement",
-                            "assignment",
-                            "augmented_assignment",
-                            "for_statement",
-                        ],
-                    ),
-                ),
-                (SYNTAX, py_syntax.kinds()),
-                (SITE, vec![py_kinds.call]),
-                (STRING, kind(&py, &["string"])),
-                (FOLD, kind(&py, secrets::PY_FOLD_KINDS)),
-            ],
-        );
-        let sh_table = table(
-            &sh,
-            &[
-                (
-                    FACT,
-                    kind(&sh, &["variable_assignment", "for_statement", "command"]),
-                ),
-                (SYNTAX, sh_syntax.kinds()),
-                (SITE, vec![sh_kinds.command]),
-                (
-                    STRING,
-                    kind(&sh, &["string", "raw_string", "ansi_c_string", "word"]),
-                ),
-                (FOLD, kind(&sh, secrets::SH_FOLD_KINDS)),
-            ],
-        );
-        Kinds {
-            py: py_kinds,
-            sh: sh_kinds,
-            py_syntax,
-            sh_syntax,
-            interest: [py_table, sh_table],
-        }
-    }
-
-    pub fn interest(&self, language: Language) -> &[u8] {
-        &self.interest[usize::from(language == Language::Bash)]
     }
 }
 
@@ -304,6 +212,13 @@ impl Validator {
                 }
             })
             .collect()
+    }
+
+    /// Mean time in microseconds of each step of [`Validator::validate`] on `script` over `n`
+    /// runs, for the validation benchmark's breakdown (not an API).
+    #[doc(hidden)]
+    pub fn phase_times(&self, script: &Script, n: u32) -> Vec<(&'static str, f64)> {
+        phases::times(self, script, n)
     }
 
     /// Every finding of every layer, without stopping at the first rejection (for rule tests and

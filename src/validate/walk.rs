@@ -3,6 +3,13 @@
 //! Per node it runs the syntax checks, records the facts rules rely on (imports, assignments),
 //! queues the node for every rule indexed under its kind, and notes inline-program sites and long
 //! string literals (for secret decoding). Rules are evaluated after the walk, when all facts are known.
+//!
+//! What the walk does with a node is one lookup in a table indexed by node kind ([`interest`]),
+//! narrowed per script before the walk starts ([`super::kinds`]): checks and rules whose texts are
+//! absent from the script are switched off, and children that cannot hold anything of interest are
+//! not visited. Checks that relate a node to its siblings (statements of a block, arguments of a
+//! call) see each child as the walk reaches it, with a [`Frame`] of state for the parent, instead of
+//! iterating the parent's children again.
 
 use tree_sitter::{Node, Tree};
 
@@ -18,38 +25,70 @@ use crate::rules::python::PyFacts;
 const MIN_BLOB_BYTES: usize = 20;
 
 #[derive(Debug)]
-pub enum Facts {
-    Python(PyFacts),
+pub(crate) enum Facts<'t> {
+    Python(PyFacts<'t>),
     Bash(BashFacts),
 }
 
 #[derive(Debug)]
-pub struct Walk<'t> {
-    pub syntax: Vec<Finding>,
+pub(crate) struct Walk<'t> {
+    pub(crate) syntax: Vec<Finding>,
     /// Nodes with rules indexed under their kind, to evaluate once all facts are known.
-    pub candidates: Vec<Node<'t>>,
+    pub(crate) candidates: Vec<Node<'t>>,
     /// Calls (Python) or commands (Bash) that may start an inline program.
-    pub sites: Vec<Node<'t>>,
+    pub(crate) sites: Vec<Node<'t>>,
     /// Long string literals, to decode and scan for secrets.
-    pub strings: Vec<Node<'t>>,
+    pub(crate) strings: Vec<Node<'t>>,
     /// Expressions that may assemble a string from literals (`"a" + "b"`, `"$a$b"`), in document order.
-    pub folds: Vec<Node<'t>>,
-    pub facts: Facts,
+    pub(crate) folds: Vec<Node<'t>>,
+    pub(crate) facts: Facts<'t>,
     /// Byte ranges hidden from the tree by the Bash heredoc grammar gap, to check on their own.
-    pub regions: Vec<(usize, usize)>,
+    pub(crate) regions: Vec<(usize, usize)>,
+    /// Which texts the rules' leaves need the script holds ([`crate::rules::matcher::LiteralIndex`]).
+    pub(crate) present: Vec<bool>,
+}
+
+/// A node on the path from the root to the node being visited, with the state checks keep about
+/// the children seen so far.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Frame<'t> {
+    pub(crate) node: Node<'t>,
+    pub(crate) kind: u16,
+    /// The previous child a check recorded (for Python statements: the previous statement).
+    pub(crate) prev: Option<Node<'t>>,
+    /// Check-specific bits, zero when the frame is entered.
+    pub(crate) bits: u8,
+    /// Check-specific indentation widths (tab stops 1 and 8), when recorded.
+    pub(crate) indent: Option<(usize, usize)>,
+}
+
+impl<'t> Frame<'t> {
+    fn new(node: Node<'t>, kind: u16) -> Self {
+        Frame {
+            node,
+            kind,
+            prev: None,
+            bits: 0,
+            indent: None,
+        }
+    }
 }
 
 /// What the walk does with nodes of a kind (a bit set, one entry per kind id).
-pub mod interest {
-    pub const CANDIDATE: u8 = 1;
-    pub const FACT: u8 = 2;
-    pub const SYNTAX: u8 = 4;
-    pub const SITE: u8 = 8;
-    pub const STRING: u8 = 16;
-    pub const FOLD: u8 = 32;
+pub(crate) mod interest {
+    pub(crate) const CANDIDATE: u8 = 1;
+    pub(crate) const FACT: u8 = 2;
+    pub(crate) const SYNTAX: u8 = 4;
+    pub(crate) const SITE: u8 = 8;
+    pub(crate) const STRING: u8 = 16;
+    pub(crate) const FOLD: u8 = 32;
+    /// Syntax checks see each child of nodes of this kind (with the parent's [`super::Frame`]).
+    pub(crate) const CHILDREN: u8 = 64;
+    /// Syntax checks see the frame of nodes of this kind once all its children were visited.
+    pub(crate) const EXIT: u8 = 128;
 }
 
-pub fn run<'t>(
+pub(crate) fn run<'t>(
     kinds: &Kinds,
     rules: &TreeRules,
     tree: &'t Tree,
@@ -68,25 +107,33 @@ pub fn run<'t>(
             Language::Bash => Facts::Bash(BashFacts::default()),
         },
         regions: Vec::new(),
+        present: rules.literals.scan(src),
     };
-    let table = kinds.interest(language);
+    let script = kinds.script_table(language, src, rules, &walk.present);
+    let table = &script.flags;
     let has_errors = tree.root_node().has_error();
     let mut cursor = tree.walk();
-    // The path from the root to the current node's parent: parents without Node::parent(), which
-    // re-descends from the root in tree-sitter.
-    let mut ancestors: Vec<Node<'t>> = Vec::with_capacity(64);
+    // The path from the root to the current node's parent (tree-sitter's Node::parent() re-descends
+    // from the root).
+    let mut frames: Vec<Frame<'t>> = Vec::with_capacity(64);
     // For checks that look at a node's children (one allocation per walk, not per node).
     let mut scratch = tree.walk();
     'nodes: loop {
         let node = cursor.node();
-        // ERROR nodes have kind id u16::MAX, outside the table.
-        let flags = table.get(usize::from(node.kind_id())).copied().unwrap_or(0);
-        let descend = if flags != 0 || has_errors {
+        let kind = node.kind_id();
+        let flags = flags_of(table, kind);
+        if let Some(parent) = frames.last()
+            && flags_of(table, parent.kind) & interest::CHILDREN != 0
+            && walk.syntax.len() < MAX_FINDINGS
+        {
+            walk.child(kinds, node, &mut frames, src, pos);
+        }
+        let mut descend = if flags & !(interest::CHILDREN | interest::EXIT) != 0 || has_errors {
             walk.visit(
                 kinds,
                 node,
                 flags,
-                &ancestors,
+                &frames,
                 &mut scratch,
                 has_errors,
                 src,
@@ -95,11 +142,14 @@ pub fn run<'t>(
         } else {
             true
         };
-        if descend && ancestors.len() < MAX_DEPTH && cursor.goto_first_child() {
-            ancestors.push(node);
+        if descend && !has_errors && script.skip_children(node, src) {
+            descend = false;
+        }
+        if descend && frames.len() < MAX_DEPTH && cursor.goto_first_child() {
+            frames.push(Frame::new(node, kind));
             continue;
         }
-        if descend && ancestors.len() >= MAX_DEPTH && node.child_count() > 0 {
+        if descend && frames.len() >= MAX_DEPTH && node.child_count() > 0 {
             walk.syntax.push(syntax::too_deep(pos, node));
         }
         loop {
@@ -109,11 +159,23 @@ pub fn run<'t>(
             if !cursor.goto_parent() {
                 break 'nodes;
             }
-            ancestors.pop();
+            let Some(frame) = frames.pop() else {
+                break 'nodes;
+            };
+            if flags_of(table, frame.kind) & interest::EXIT != 0 {
+                walk.exit(kinds, &frame, &frames, src, pos);
+            }
         }
     }
+    // Checks report in walk order; the interpreters report the first problem in the text.
+    walk.syntax.sort_by_key(|f| (f.line, f.column));
     walk.syntax.truncate(MAX_FINDINGS);
     walk
+}
+
+/// A kind's entry; ERROR nodes (kind id `u16::MAX`) are outside the table.
+fn flags_of(table: &[u8], kind: u16) -> u8 {
+    table.get(usize::from(kind)).copied().unwrap_or(0)
 }
 
 impl<'t> Walk<'t> {
@@ -123,7 +185,7 @@ impl<'t> Walk<'t> {
         kinds: &Kinds,
         node: Node<'t>,
         flags: u8,
-        ancestors: &[Node<'t>],
+        frames: &[Frame<'t>],
         scratch: &mut tree_sitter::TreeCursor<'t>,
         has_errors: bool,
         src: &str,
@@ -134,7 +196,7 @@ impl<'t> Walk<'t> {
             descend = match &self.facts {
                 Facts::Python(_) => kinds.py_syntax.check(
                     node,
-                    ancestors,
+                    frames,
                     scratch,
                     has_errors,
                     src,
@@ -143,6 +205,8 @@ impl<'t> Walk<'t> {
                 ),
                 Facts::Bash(_) => kinds.sh_syntax.check(
                     node,
+                    frames.last(),
+                    scratch,
                     has_errors,
                     src,
                     pos,
@@ -170,5 +234,40 @@ impl<'t> Walk<'t> {
             self.folds.push(node);
         }
         descend
+    }
+
+    /// A child of a node whose kind has [`interest::CHILDREN`]; its frame is the last of `frames`.
+    fn child(
+        &mut self,
+        kinds: &Kinds,
+        node: Node<'t>,
+        frames: &mut [Frame<'t>],
+        src: &str,
+        pos: &Positions<'_>,
+    ) {
+        if let Facts::Python(_) = self.facts {
+            kinds
+                .py_syntax
+                .child(node, frames, src, pos, &mut self.syntax);
+        }
+    }
+
+    /// A node of a kind with [`interest::EXIT`], once its children were visited; `frames` holds its
+    /// ancestors.
+    fn exit(
+        &mut self,
+        kinds: &Kinds,
+        frame: &Frame<'t>,
+        frames: &[Frame<'t>],
+        src: &str,
+        pos: &Positions<'_>,
+    ) {
+        if let Facts::Python(_) = self.facts
+            && self.syntax.len() < MAX_FINDINGS
+        {
+            kinds
+                .py_syntax
+                .exit(frame, frames.last(), src, pos, &mut self.syntax);
+        }
     }
 }

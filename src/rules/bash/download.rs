@@ -43,7 +43,7 @@ fn same_file(a: &str, b: &str) -> bool {
 /// Commands that run a file an earlier command downloaded (`curl -o x.sh …; bash x.sh`).
 pub fn downloaded_then_run<'t>(
     sem: &BashSem<'_>,
-    cx: &Cx<'_, 't>,
+    cx: &Cx<'t>,
     commands: &[Node<'t>],
 ) -> Vec<Node<'t>> {
     let mut downloaded: Vec<String> = Vec::new();

@@ -4,6 +4,7 @@
 use tree_sitter::Node;
 
 use super::super::codec::{apply_codec, decode_base32, decode_base64, decode_escapes, decode_hex};
+use super::function_of;
 use super::*;
 
 impl<'a> PySem<'a> {
@@ -23,7 +24,7 @@ impl<'a> PySem<'a> {
             self.fold_string(node, d)
         } else if kind == k.concatenated_string {
             let mut out = String::new();
-            for part in node.named_children(&mut node.walk()) {
+            for part in crate::rules::grammar::children(node).filter(|c| c.is_named()) {
                 out.push_str(&self.fold_at(part, d)?);
             }
             Some(out)
@@ -51,7 +52,7 @@ impl<'a> PySem<'a> {
         let raw = prefix.contains('r');
         let fstring = prefix.contains('f') || prefix.contains('t');
         let mut out = String::new();
-        for part in node.children(&mut node.walk()) {
+        for part in crate::rules::grammar::children(node) {
             let kind = part.kind_id();
             if kind == k.string_content {
                 let t = text(part, self.src);
@@ -134,8 +135,8 @@ impl<'a> PySem<'a> {
         let Some(args) = call.child_by_field_id(self.k.f_arguments) else {
             return Vec::new();
         };
-        let mut cursor = args.walk();
-        args.named_children(&mut cursor)
+        crate::rules::grammar::children(args)
+            .filter(|c| c.is_named())
             .filter(|a| a.kind_id() != self.k.keyword_argument && a.kind_id() != self.k.comment)
             .collect()
     }
@@ -144,8 +145,8 @@ impl<'a> PySem<'a> {
         let Some(args) = call.child_by_field_id(self.k.f_arguments) else {
             return Vec::new();
         };
-        let mut cursor = args.walk();
-        args.named_children(&mut cursor)
+        crate::rules::grammar::children(args)
+            .filter(|c| c.is_named())
             .filter(|a| a.kind_id() == self.k.keyword_argument)
             .filter_map(|kw| {
                 let name = kw.child_by_field_id(self.k.f_name)?;
@@ -157,7 +158,7 @@ impl<'a> PySem<'a> {
 
     pub(super) fn fold_call(&self, node: Node<'_>, d: u8) -> Option<String> {
         let k = self.k;
-        let func = node.child_by_field_id(k.f_function)?;
+        let func = function_of(node)?;
         // Only a few functions turn constants into constants; everything else is not worth resolving.
         if !FOLDING_FUNCTIONS.contains(&self.last_segment(func).as_ref())
             && !self
@@ -176,6 +177,9 @@ impl<'a> PySem<'a> {
             }
         }
         let names = self.names(func);
+        if let Some(quoted) = self.fold_quoting(&names) {
+            return Some(quoted);
+        }
         let arg0 = args.first().copied();
         for name in &names {
             let value = match name.as_str() {
@@ -276,9 +280,8 @@ impl<'a> PySem<'a> {
     pub(super) fn fold_items(&self, node: Node<'_>, d: u8) -> Option<Vec<String>> {
         let k = self.k;
         if node.kind_id() == k.list || node.kind_id() == k.tuple {
-            let mut cursor = node.walk();
-            return node
-                .named_children(&mut cursor)
+            return crate::rules::grammar::children(node)
+                .filter(|c| c.is_named())
                 .map(|item| {
                     self.fold_at(item, d)
                         .or_else(|| self.fold_int(item).map(|i| i.to_string()))
@@ -290,8 +293,8 @@ impl<'a> PySem<'a> {
     }
 
     pub(super) fn fold_byte_list(&self, list: Node<'_>) -> Option<String> {
-        let mut cursor = list.walk();
-        list.named_children(&mut cursor)
+        crate::rules::grammar::children(list)
+            .filter(|c| c.is_named())
             .map(|item| {
                 let v = self.fold_int(item)?;
                 char::from_u32(u32::try_from(v).ok()?)
@@ -325,7 +328,7 @@ impl<'a> PySem<'a> {
         // slice: up to three optional integers separated by ':'
         let mut parts: [Option<i64>; 3] = [None, None, None];
         let mut slot = 0;
-        for child in index.children(&mut index.walk()) {
+        for child in crate::rules::grammar::children(index) {
             if text(child, self.src) == ":" {
                 slot += 1;
                 if slot > 2 {
@@ -369,8 +372,8 @@ impl<'a> PySem<'a> {
         if kind != k.dictionary && kind != k.list && kind != k.tuple && kind != k.set {
             return None;
         }
-        let mut cursor = node.walk();
-        node.named_children(&mut cursor)
+        crate::rules::grammar::children(node)
+            .filter(|c| c.is_named())
             .filter(|c| !c.is_extra())
             .map(|item| {
                 let item = if item.kind_id() == k.pair {
@@ -388,6 +391,16 @@ impl<'a> PySem<'a> {
     pub fn possible_values(&self, node: Node<'_>) -> Option<Vec<String>> {
         if let Some(v) = self.fold(node) {
             return Some(vec![v]);
+        }
+        // `for p in ["/etc", "/usr"]`: the loop variable takes each constant item.
+        if node.kind_id() == self.k.identifier
+            && let Some(Binding::Item(items, None)) = self.binding(&ident(node, self.src))
+            && (items.kind_id() == self.k.list || items.kind_id() == self.k.tuple)
+        {
+            return crate::rules::grammar::children(items)
+                .filter(|c| c.is_named())
+                .map(|item| self.fold(item))
+                .collect();
         }
         if node.kind_id() != self.k.subscript {
             return None;

@@ -30,10 +30,14 @@ pub fn fold_all<'t>(nodes: &[Node<'t>], src: &str, sem: &Sem<'_>) -> Vec<Folded<
     let mut out = Vec::new();
     let mut covered_until = 0;
     for &node in nodes {
-        if node.start_byte() < covered_until || !assembles(node, src) {
+        if node.start_byte() < covered_until || !assembles(node, src) || !sem.may_fold(node) {
             continue;
         }
-        let Some(value) = sem.fold(node).or_else(|| fold_format(node, src, sem)) else {
+        let format = || match sem {
+            Sem::Python(_) => fold_format(node, src, sem),
+            Sem::Bash(_) => None,
+        };
+        let Some(value) = sem.fold(node).or_else(format) else {
             continue;
         };
         covered_until = node.end_byte();
@@ -62,10 +66,12 @@ fn assembles(node: Node<'_>, src: &str) -> bool {
     let raw = &src[node.byte_range()];
     match node.kind() {
         "concatenated_string" => true,
+        // `binary_operator: left operator right`
         "binary_operator" => node
-            .child_by_field_name("operator")
+            .child(1)
             .is_some_and(|op| matches!(&src[op.byte_range()], "+" | "%")),
-        "call" => node.child_by_field_name("function").is_some_and(|f| {
+        // `call: function arguments`
+        "call" => node.child(0).is_some_and(|f| {
             let name = &src[f.byte_range()];
             name.ends_with(".format") || name.ends_with(".join")
         }),
@@ -78,24 +84,30 @@ fn assembles(node: Node<'_>, src: &str) -> bool {
             }
             prefix.contains(['f', 'F']) && raw.contains('{')
         }
-        "concatenation" => raw.contains('$'),
+        // `"$a$b"`, and literals glued together (`"ghp_""…"`, `'a'"b"`)
+        "concatenation" => {
+            raw.contains('$')
+                || crate::rules::grammar::children(node)
+                    .filter(|c| c.is_named())
+                    .count()
+                    > 1
+        }
         _ => false,
     }
 }
 
 /// `"…".format(…)` with constant arguments: `{}`, `{0}` and `{name}` fields without a format spec.
 fn fold_format(node: Node<'_>, src: &str, sem: &Sem<'_>) -> Option<String> {
-    let func = node.child_by_field_name("function")?;
-    if func.kind() != "attribute"
-        || &src[func.child_by_field_name("attribute")?.byte_range()] != "format"
-    {
+    // `call: function arguments`, `attribute: object . attribute`
+    let func = node.child(0)?;
+    if func.kind() != "attribute" || !src[func.byte_range()].ends_with(".format") {
         return None;
     }
-    let template = sem.fold(func.child_by_field_name("object")?)?;
-    let args = node.child_by_field_name("arguments")?;
+    let template = sem.fold(func.child(0)?)?;
+    let args = node.child(1)?;
     let mut positional = Vec::new();
     let mut named = Vec::new();
-    for arg in args.named_children(&mut args.walk()) {
+    for arg in crate::rules::grammar::children(args).filter(|c| c.is_named()) {
         if arg.kind() == "keyword_argument" {
             let name = &src[arg.child_by_field_name("name")?.byte_range()];
             named.push((name, sem.fold(arg.child_by_field_name("value")?)?));

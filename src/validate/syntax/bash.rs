@@ -15,11 +15,12 @@
 
 use std::borrow::Cow;
 
-use tree_sitter::Node;
+use tree_sitter::{Node, TreeCursor};
 
 use super::{bash_words, excerpt, finding, first_token};
 use crate::domain::verdict::{Finding, Positions};
 use crate::rules::grammar::{Grammar, text};
+use crate::validate::walk::Frame;
 
 /// Words bash only accepts as part of a compound command, never as a command name.
 const RESERVED: [&str; 8] = ["fi", "done", "then", "else", "elif", "esac", "do", "}"];
@@ -228,10 +229,10 @@ fn brace_lists_to_words(bytes: &mut [u8]) -> bool {
 #[derive(Debug, Clone)]
 pub struct BashSyntax {
     command: u16,
+    command_name: u16,
     subshell: u16,
     heredoc_end: u16,
     word: u16,
-    f_name: u16,
     heredoc_redirect: u16,
     heredoc_start: u16,
     heredoc_body: u16,
@@ -249,10 +250,10 @@ impl BashSyntax {
     pub fn new(g: &Grammar) -> Self {
         BashSyntax {
             command: g.known_kind("command"),
+            command_name: g.known_kind("command_name"),
             subshell: g.known_kind("subshell"),
             heredoc_end: g.known_kind("heredoc_end"),
             word: g.known_kind("word"),
-            f_name: g.known_field("name"),
             heredoc_redirect: g.known_kind("heredoc_redirect"),
             heredoc_start: g.known_kind("heredoc_start"),
             heredoc_body: g.known_kind("heredoc_body"),
@@ -267,10 +268,11 @@ impl BashSyntax {
         }
     }
 
-    /// The node kinds [`BashSyntax::check`] looks at when the tree has no errors.
+    /// The node kinds `BashSyntax::check` looks at when the tree has no errors.
     pub fn kinds(&self) -> Vec<u16> {
         vec![
-            self.command,
+            self.command_name,
+            self.subshell,
             self.heredoc_end,
             self.heredoc_start,
             self.file_redirect,
@@ -284,9 +286,12 @@ impl BashSyntax {
 
     /// Checks one node. Returns false when the walk should not descend. `regions` receives byte
     /// ranges of code hidden by the heredoc grammar gap.
-    pub fn check(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn check<'t>(
         &self,
-        node: Node<'_>,
+        node: Node<'t>,
+        parent: Option<&Frame<'t>>,
+        scratch: &mut TreeCursor<'t>,
         has_errors: bool,
         src: &str,
         pos: &Positions<'_>,
@@ -305,30 +310,27 @@ impl BashSyntax {
             out.push(self.missing_message(node, src, pos));
             return false;
         }
-        if node.kind_id() == self.command
-            && let Some(name) = node.child_by_field_id(self.f_name)
-            && name.named_child_count() == 1
-            && name
+        let in_command = parent.is_some_and(|p| p.kind == self.command);
+        if node.kind_id() == self.command_name
+            && in_command
+            && RESERVED.contains(&text(node, src))
+            && node.named_child_count() == 1
+            && node
                 .named_child(0)
                 .is_some_and(|w| w.kind_id() == self.word)
-            && RESERVED.contains(&text(name, src))
         {
             out.push(finding(
                 pos,
-                name.start_byte(),
+                node.start_byte(),
                 "unexpected-token",
-                format!("syntax error near unexpected token `{}`", text(name, src)),
+                format!("syntax error near unexpected token `{}`", text(node, src)),
             ));
         }
         // `print("x")`: the grammar takes the parenthesis as a subshell argument; bash rejects it.
-        if node.kind_id() == self.command
-            && let Some(sub) = node
-                .named_children(&mut node.walk())
-                .find(|c| c.kind_id() == self.subshell)
-        {
+        if node.kind_id() == self.subshell && in_command {
             out.push(finding(
                 pos,
-                sub.start_byte(),
+                node.start_byte(),
                 "unexpected-token",
                 "syntax error near unexpected token `(`".into(),
             ));
@@ -358,7 +360,7 @@ impl BashSyntax {
                 "syntax error near unexpected token `newline`: a redirection needs its file on the same line".into(),
             ));
         }
-        if let Some((at, token)) = self.empty_body(node, src) {
+        if let Some((at, token)) = self.empty_body(node, scratch, src) {
             out.push(finding(
                 pos,
                 at,
@@ -372,7 +374,12 @@ impl BashSyntax {
     /// bash wants at least one command in `{ }`, `do … done` and every branch of an `if`; the
     /// grammar accepts an empty body (or one holding only comments). Returns the position and the
     /// token bash stops at.
-    fn empty_body<'s>(&self, node: Node<'_>, src: &'s str) -> Option<(usize, &'s str)> {
+    fn empty_body<'t, 's>(
+        &self,
+        node: Node<'t>,
+        scratch: &mut TreeCursor<'t>,
+        src: &'s str,
+    ) -> Option<(usize, &'s str)> {
         let kind = node.kind_id();
         let whole_node = kind == self.compound_statement || kind == self.do_group;
         // For if/elif the body runs from `then` to the next clause or `fi`; an else clause's body
@@ -382,7 +389,7 @@ impl BashSyntax {
             return None;
         }
         let mut has_command = false;
-        for child in node.children(&mut node.walk()) {
+        for child in node.children(scratch) {
             let k = child.kind_id();
             if !child.is_named() {
                 match text(child, src) {

@@ -23,6 +23,10 @@ pub const MAX_DEPTH: usize = 400;
 /// At most this many syntax findings are reported; the first is what matters.
 pub const MAX_FINDINGS: usize = 5;
 
+/// Whether a script's text can hold what a check looks for (decided once per script, before the
+/// walk).
+pub(crate) type Trigger = fn(&[u8]) -> bool;
+
 /// The syntax layer's verdict on its own: the findings that make a script fail to parse (empty
 /// when it parses), without the size, language, secret or dangerous layers. This is what the
 /// interpreter's own parser is compared with.

@@ -14,9 +14,21 @@ use tree_sitter::{Node, TreeCursor};
 
 use super::python_forms::{Forms, PythonVersion, RUNNER_PYTHON};
 use super::python_lines::Lines;
-use super::{excerpt, finding, first_token};
+use super::{Trigger, excerpt, finding, first_token};
 use crate::domain::verdict::{Finding, Positions};
 use crate::rules::grammar::{Grammar, text};
+use crate::validate::walk::Frame;
+
+/// [`Frame::bits`] of a block or module: a statement was seen; an indentation problem, or a line
+/// problem, was reported (one of each per block, as before the walk had frames).
+const SEEN_STATEMENT: u8 = 1;
+const INDENT_REPORTED: u8 = 2;
+const LINES_REPORTED: u8 = 4;
+/// [`Frame::bits`] of an argument list: a keyword argument, a `**` unpacking was seen; its order
+/// problem was reported.
+const SEEN_KEYWORD: u8 = 1;
+const SEEN_DOUBLE_STAR: u8 = 2;
+const ORDER_REPORTED: u8 = 4;
 
 #[derive(Debug, Clone)]
 pub struct PySyntax {
@@ -87,7 +99,7 @@ impl PySyntax {
         }
     }
 
-    /// The node kinds [`PySyntax::check`] looks at (besides ERROR/MISSING, probed when the tree has
+    /// The node kinds `PySyntax::check` looks at (besides ERROR/MISSING, probed when the tree has
     /// errors).
     pub fn kinds(&self) -> Vec<u16> {
         let mut kinds = vec![
@@ -110,13 +122,49 @@ impl PySyntax {
         kinds
     }
 
-    /// Checks one node (`ancestors` ends with its parent); pushes findings. Returns false when the
+    /// Kinds whose children `PySyntax::child` checks against their siblings.
+    pub fn children_kinds(&self) -> Vec<u16> {
+        vec![self.module, self.block, self.argument_list]
+    }
+
+    /// Kinds `PySyntax::exit` checks once their children were seen.
+    pub fn exit_kinds(&self) -> Vec<u16> {
+        vec![self.block]
+    }
+
+    /// Checks that only a script holding some text can trigger (see `Trigger`).
+    pub fn lexical_kinds(&self) -> Vec<(u16, Trigger)> {
+        fn async_or_await(src: &[u8]) -> bool {
+            memchr::memmem::find(src, b"async").is_some()
+                || memchr::memmem::find(src, b"await").is_some()
+        }
+        fn leading_zero(src: &[u8]) -> bool {
+            memchr::memchr_iter(b'0', src).any(|i| {
+                src.get(i + 1)
+                    .is_some_and(|b| b.is_ascii_digit() || *b == b'_')
+            })
+        }
+        fn not_equal(src: &[u8]) -> bool {
+            memchr::memmem::find(src, b"<>").is_some()
+        }
+        fn backquote(src: &[u8]) -> bool {
+            memchr::memchr(b'`', src).is_some()
+        }
+        vec![
+            (self.identifier, async_or_await as Trigger),
+            (self.integer, leading_zero),
+            (self.comparison_operator, not_equal),
+            (self.string_start, backquote),
+        ]
+    }
+
+    /// Checks one node (`frames` ends with its parent); pushes findings. Returns false when the
     /// walk should not descend further.
     #[allow(clippy::too_many_arguments)]
-    pub fn check<'t>(
+    pub(crate) fn check<'t>(
         &self,
         node: Node<'t>,
-        ancestors: &[Node<'t>],
+        frames: &[Frame<'t>],
         scratch: &mut TreeCursor<'t>,
         has_errors: bool,
         src: &str,
@@ -150,7 +198,8 @@ impl PySyntax {
             }
             return true;
         }
-        if let Some((rule, message)) = self.forms.check(node, ancestors.last().copied(), src) {
+        let parent = frames.last().map(|f| f.node);
+        if let Some((rule, message)) = self.forms.check(node, parent, scratch, src) {
             out.push(finding(pos, at, rule, message));
             return true;
         }
@@ -186,13 +235,13 @@ impl PySyntax {
                 "python2-except",
                 "multiple exception types must be parenthesized",
             );
-        } else if kind == self.return_statement && !self.in_function(ancestors) {
+        } else if kind == self.return_statement && !self.in_function(frames) {
             bad("return-outside-function", "'return' outside function");
-        } else if kind == self.yield_ && !self.in_function(ancestors) {
+        } else if kind == self.yield_ && !self.in_function(frames) {
             bad("yield-outside-function", "'yield' outside function");
         } else if kind == self.yield_
             && text(node, src).starts_with("yield from")
-            && self.in_async_function(ancestors, src)
+            && self.in_async_function(frames, src)
         {
             bad("yield-from-in-async", "'yield from' inside async function");
         } else if kind == self.expression_statement
@@ -204,20 +253,109 @@ impl PySyntax {
                 "invalid-syntax",
                 "invalid syntax: an assignment expression (:=) must be parenthesized here",
             );
-        } else if kind == self.argument_list {
-            if let Some(message) = self.argument_order(node) {
-                bad("argument-order", message);
-            }
-        } else if kind == self.block {
-            self.check_block(node, ancestors.last().copied(), scratch, src, pos, out);
-            self.check_lines(node, scratch, src, pos, out);
-        } else if kind == self.module {
-            check_siblings(node, scratch, src, pos, Some((0, 0)), out);
-            self.check_lines(node, scratch, src, pos, out);
+        } else if kind == self.block && node.child_count() == 0 {
+            // A block with children is checked as they are visited (`PySyntax::child`).
+            let header = parent.map_or(node.start_byte(), |p| p.start_byte());
+            out.push(finding(
+                pos,
+                header,
+                "expected-indented-block",
+                "expected an indented block".into(),
+            ));
         } else if self.clauses.contains(&kind) {
-            self.check_clause(node, ancestors.last().copied(), src, pos, out);
+            self.check_clause(node, parent, src, pos, out);
         }
         true
+    }
+
+    /// Checks `node` against its earlier siblings: statements of a module or block (one logical
+    /// line each, one indentation), arguments of a call (their order). Its parent's frame is the
+    /// last of `frames`.
+    pub(crate) fn child<'t>(
+        &self,
+        node: Node<'t>,
+        frames: &mut [Frame<'t>],
+        src: &str,
+        pos: &Positions<'_>,
+        out: &mut Vec<Finding>,
+    ) {
+        if node.is_extra() {
+            return;
+        }
+        let Some((frame, above)) = frames.split_last_mut() else {
+            return;
+        };
+        if frame.kind == self.argument_list {
+            if node.is_named()
+                && frame.bits & ORDER_REPORTED == 0
+                && let Some(message) = self.argument_order(frame, node)
+            {
+                frame.bits |= ORDER_REPORTED;
+                out.push(finding(
+                    pos,
+                    node.start_byte(),
+                    "argument-order",
+                    message.into(),
+                ));
+            }
+            return;
+        }
+        // A statement of a module or block.
+        if !node.is_named() {
+            return;
+        }
+        frame.bits |= SEEN_STATEMENT;
+        if frame.bits & LINES_REPORTED == 0
+            && let Some((at, message)) = self.lines.check(node, frame.prev, src)
+        {
+            frame.bits |= LINES_REPORTED;
+            out.push(finding(pos, at, "invalid-syntax", message.to_string()));
+        }
+        frame.prev = Some(node);
+        if frame.bits & INDENT_REPORTED != 0 || !starts_line(src, node) {
+            return;
+        }
+        let indent = indent_of(src, node);
+        let problem = match frame.indent {
+            Some(reference) if reference == indent => None,
+            Some(reference) => Some(indent_finding(pos, node, reference, indent)),
+            None if frame.kind == self.module => {
+                frame.indent = Some((0, 0));
+                (indent != (0, 0)).then(|| indent_finding(pos, node, (0, 0), indent))
+            }
+            None => {
+                frame.indent = Some(indent);
+                // The block must be indented deeper than the line of its header (`if x:` …).
+                let header = above.last().map(|f| indent_of(src, f.node));
+                header.and_then(|(w1, w8)| {
+                    first_statement_indent(pos, node, (w1 + 1, w8 + 1), indent)
+                })
+            }
+        };
+        if let Some(f) = problem {
+            frame.bits |= INDENT_REPORTED;
+            out.push(f);
+        }
+    }
+
+    /// A block whose children were all visited: it needs a statement (comments do not count).
+    pub(crate) fn exit(
+        &self,
+        frame: &Frame<'_>,
+        parent: Option<&Frame<'_>>,
+        _src: &str,
+        pos: &Positions<'_>,
+        out: &mut Vec<Finding>,
+    ) {
+        if frame.kind == self.block && frame.bits & SEEN_STATEMENT == 0 {
+            let header = parent.map_or(frame.node.start_byte(), |p| p.node.start_byte());
+            out.push(finding(
+                pos,
+                header,
+                "expected-indented-block",
+                "expected an indented block".into(),
+            ));
+        }
     }
 
     /// The Python version this checks against.
@@ -225,64 +363,38 @@ impl PySyntax {
         self.forms.target()
     }
 
-    /// Statement boundaries of a module or block (see `python_lines`).
-    fn check_lines<'t>(
-        &self,
-        parent: Node<'t>,
-        scratch: &mut TreeCursor<'t>,
-        src: &str,
-        pos: &Positions<'_>,
-        out: &mut Vec<Finding>,
-    ) {
-        scratch.reset(parent);
-        let mut prev = None;
-        for stmt in parent.named_children(scratch).filter(|c| !c.is_extra()) {
-            if let Some((at, message)) = self.lines.check(stmt, prev, src) {
-                out.push(finding(pos, at, "invalid-syntax", message.to_string()));
-                return;
-            }
-            prev = Some(stmt);
-        }
-    }
-
     /// CPython's rules for argument order: no positional argument after a keyword argument or
-    /// `**` unpacking, no `*` unpacking after `**` unpacking.
-    fn argument_order(&self, args: Node<'_>) -> Option<&'static str> {
-        let (mut keyword, mut double_star) = (false, false);
-        for arg in args
-            .named_children(&mut args.walk())
-            .filter(|a| !a.is_extra())
-        {
-            let k = arg.kind_id();
-            if k == self.keyword_argument {
-                keyword = true;
-            } else if k == self.dictionary_splat {
-                double_star = true;
-            } else if k == self.list_splat {
-                if double_star {
-                    return Some("iterable argument unpacking follows keyword argument unpacking");
-                }
-            } else if double_star {
-                return Some("positional argument follows keyword argument unpacking");
-            } else if keyword {
-                return Some("positional argument follows keyword argument");
+    /// `**` unpacking, no `*` unpacking after `**` unpacking. `frame` records what came before.
+    fn argument_order(&self, frame: &mut Frame<'_>, arg: Node<'_>) -> Option<&'static str> {
+        let k = arg.kind_id();
+        if k == self.keyword_argument {
+            frame.bits |= SEEN_KEYWORD;
+        } else if k == self.dictionary_splat {
+            frame.bits |= SEEN_DOUBLE_STAR;
+        } else if k == self.list_splat {
+            if frame.bits & SEEN_DOUBLE_STAR != 0 {
+                return Some("iterable argument unpacking follows keyword argument unpacking");
             }
+        } else if frame.bits & SEEN_DOUBLE_STAR != 0 {
+            return Some("positional argument follows keyword argument unpacking");
+        } else if frame.bits & SEEN_KEYWORD != 0 {
+            return Some("positional argument follows keyword argument");
         }
         None
     }
 
     /// Inside an `async def` (the innermost function).
-    fn in_async_function(&self, ancestors: &[Node<'_>], src: &str) -> bool {
-        ancestors
+    fn in_async_function(&self, frames: &[Frame<'_>], src: &str) -> bool {
+        frames
             .iter()
             .rev()
-            .find(|p| p.kind_id() == self.function_definition || p.kind_id() == self.lambda)
-            .is_some_and(|f| text(*f, src).starts_with("async"))
+            .find(|p| p.kind == self.function_definition || p.kind == self.lambda)
+            .is_some_and(|f| text(f.node, src).starts_with("async"))
     }
 
-    fn in_function(&self, ancestors: &[Node<'_>]) -> bool {
-        for p in ancestors.iter().rev() {
-            let k = p.kind_id();
+    fn in_function(&self, frames: &[Frame<'_>]) -> bool {
+        for p in frames.iter().rev() {
+            let k = p.kind;
             if k == self.function_definition || k == self.lambda {
                 return true;
             }
@@ -291,33 +403,6 @@ impl PySyntax {
             }
         }
         false
-    }
-
-    fn check_block<'t>(
-        &self,
-        block: Node<'t>,
-        parent: Option<Node<'t>>,
-        scratch: &mut TreeCursor<'t>,
-        src: &str,
-        pos: &Positions<'_>,
-        out: &mut Vec<Finding>,
-    ) {
-        scratch.reset(block);
-        let has_statement = block.named_children(scratch).any(|c| !c.is_extra());
-        if !has_statement {
-            let header = parent.map_or(block.start_byte(), |p| p.start_byte());
-            out.push(finding(
-                pos,
-                header,
-                "expected-indented-block",
-                "expected an indented block".into(),
-            ));
-            return;
-        }
-        // The block must be indented deeper than the line of its header (`if x:`, `else:` …).
-        let header_indent = parent.map(|p| indent_of(src, p));
-        let deeper_than = header_indent.map(|(w1, w8)| (w1 + 1, w8 + 1));
-        check_siblings_from(block, scratch, src, pos, deeper_than, out);
     }
 
     /// `else:`/`elif`/`except`/`finally` must line up with the statement they belong to.
@@ -353,8 +438,7 @@ fn has_leading_zero(t: &str) -> bool {
 }
 
 fn has_child_text(node: Node<'_>, src: &str, wanted: &str) -> bool {
-    node.children(&mut node.walk())
-        .any(|c| !c.is_named() && text(c, src) == wanted)
+    crate::rules::grammar::children(node).any(|c| !c.is_named() && text(c, src) == wanted)
 }
 
 /// The text between the start of a node's line and the node (tree-sitter knows the byte column).
@@ -395,79 +479,31 @@ fn starts_line(src: &str, node: Node<'_>) -> bool {
         .all(|b| matches!(b, b' ' | b'\t' | b'\x0c'))
 }
 
-fn check_siblings<'t>(
-    node: Node<'t>,
-    cursor: &mut TreeCursor<'t>,
-    src: &str,
+/// The first statement of a block must be deeper than `deeper_than` in both tab widths.
+fn first_statement_indent(
     pos: &Positions<'_>,
-    exact: Option<(usize, usize)>,
-    out: &mut Vec<Finding>,
-) {
-    let mut reference = exact;
-    cursor.reset(node);
-    for stmt in node.named_children(cursor) {
-        if stmt.is_extra() || !starts_line(src, stmt) {
-            continue;
-        }
-        let indent = indent_of(src, stmt);
-        match reference {
-            None => reference = Some(indent),
-            Some(r) if r == indent => {}
-            Some(r) => {
-                out.push(indent_finding(pos, stmt, r, indent));
-                return;
-            }
-        }
+    stmt: Node<'_>,
+    deeper_than: (usize, usize),
+    indent: (usize, usize),
+) -> Option<Finding> {
+    let deeper1 = indent.0 >= deeper_than.0;
+    let deeper8 = indent.1 >= deeper_than.1;
+    if deeper1 != deeper8 {
+        return Some(finding(
+            pos,
+            stmt.start_byte(),
+            "tab-error",
+            "inconsistent use of tabs and spaces in indentation".into(),
+        ));
     }
-}
-
-/// Statements of a block share one indentation, deeper than `deeper_than` in both tab widths.
-fn check_siblings_from<'t>(
-    block: Node<'t>,
-    cursor: &mut TreeCursor<'t>,
-    src: &str,
-    pos: &Positions<'_>,
-    deeper_than: Option<(usize, usize)>,
-    out: &mut Vec<Finding>,
-) {
-    let mut reference: Option<(usize, usize)> = None;
-    cursor.reset(block);
-    for stmt in block.named_children(cursor) {
-        if stmt.is_extra() || !starts_line(src, stmt) {
-            continue;
-        }
-        let indent = indent_of(src, stmt);
-        if reference.is_none() {
-            if let Some((min1, min8)) = deeper_than {
-                let deeper1 = indent.0 >= min1;
-                let deeper8 = indent.1 >= min8;
-                if deeper1 != deeper8 {
-                    out.push(finding(
-                        pos,
-                        stmt.start_byte(),
-                        "tab-error",
-                        "inconsistent use of tabs and spaces in indentation".into(),
-                    ));
-                    return;
-                }
-                if !deeper1 {
-                    out.push(finding(
-                        pos,
-                        stmt.start_byte(),
-                        "expected-indented-block",
-                        "expected an indented block".into(),
-                    ));
-                    return;
-                }
-            }
-            reference = Some(indent);
-        } else if let Some(r) = reference
-            && r != indent
-        {
-            out.push(indent_finding(pos, stmt, r, indent));
-            return;
-        }
-    }
+    (!deeper1).then(|| {
+        finding(
+            pos,
+            stmt.start_byte(),
+            "expected-indented-block",
+            "expected an indented block".into(),
+        )
+    })
 }
 
 fn indent_finding(

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use tree_sitter::Node;
+use tree_sitter::{Node, TreeCursor};
 
 use crate::rules::grammar::{Grammar, text};
 
@@ -105,16 +105,22 @@ impl Forms {
     }
 
     /// The problem with `node`, if it is one of the forms above. `parent` is its parent node.
-    pub fn check(&self, node: Node<'_>, parent: Option<Node<'_>>, src: &str) -> Option<Problem> {
+    pub fn check<'t>(
+        &self,
+        node: Node<'t>,
+        parent: Option<Node<'t>>,
+        scratch: &mut TreeCursor<'t>,
+        src: &str,
+    ) -> Option<Problem> {
         let kind = node.kind_id();
         if kind == self.parameters || kind == self.lambda_parameters {
-            self.bare_star(node)
+            self.bare_star(node, scratch)
         } else if kind == self.type_conversion {
             conversion(text(node, src))
         } else if kind == self.delete_statement {
             self.delete_targets(node)
         } else if kind == self.interpolation {
-            self.f_string_field(node, parent, src)
+            self.f_string_field(node, parent, scratch, src)
         } else if kind == self.string {
             line_break_in_string(node, src)
         } else if kind == self.type_alias_statement {
@@ -141,10 +147,10 @@ impl Forms {
     }
 
     /// A bare `*` must be followed by at least one named parameter (`**kw` does not count).
-    fn bare_star(&self, params: Node<'_>) -> Option<Problem> {
+    fn bare_star<'t>(&self, params: Node<'t>, scratch: &mut TreeCursor<'t>) -> Option<Problem> {
         let mut after_star = false;
         for p in params
-            .named_children(&mut params.walk())
+            .named_children(scratch)
             .filter(|p| p.kind_id() != self.comment)
         {
             if p.kind_id() == self.keyword_separator {
@@ -200,17 +206,18 @@ impl Forms {
 
     /// One `{…}` replacement field of an f-string. Before 3.12 (PEP 701) its expression may not hold
     /// a backslash, a comment, or the quote that delimits the f-string.
-    fn f_string_field(
+    fn f_string_field<'t>(
         &self,
-        field: Node<'_>,
-        string: Option<Node<'_>>,
+        field: Node<'t>,
+        string: Option<Node<'t>>,
+        scratch: &mut TreeCursor<'t>,
         src: &str,
     ) -> Option<Problem> {
         if self.target >= PY312 {
             return None;
         }
         let expression_end = field
-            .children(&mut field.walk())
+            .children(scratch)
             .find(|c| c.kind_id() == self.format_specifier)
             .map_or(field.end_byte(), |c| c.start_byte());
         let expression = src.get(field.start_byte()..expression_end).unwrap_or("");
@@ -220,10 +227,7 @@ impl Forms {
             .unwrap_or("");
         let what = if expression.contains('\\') {
             "a backslash in an f-string expression"
-        } else if field
-            .children(&mut field.walk())
-            .any(|c| c.kind_id() == self.comment)
-        {
+        } else if field.children(scratch).any(|c| c.kind_id() == self.comment) {
             "a comment in an f-string expression"
         } else if !quote.is_empty() && expression.contains(quote) {
             "reusing the f-string's quote inside its expression"
@@ -286,7 +290,8 @@ mod tests {
         let src = "type X = int\n";
         let tree = g.parse(src);
         let alias = tree.root_node().child(0).expect("statement");
-        let at = |v| Forms::new(&g, v).check(alias, None, src);
+        let mut scratch = tree.walk();
+        let mut at = |v| Forms::new(&g, v).check(alias, None, &mut scratch, src);
         assert!(at(PythonVersion::new(3, 11)).is_some());
         assert!(at(PythonVersion::new(3, 12)).is_none());
         assert!(at(PythonVersion::new(3, 13)).is_none());

@@ -71,8 +71,7 @@ impl Lines {
             node = node.child_by_field_id(self.f_definition)?;
         }
         let end = if self.compound.contains(&node.kind_id()) {
-            let colon = node
-                .children(&mut node.walk())
+            let colon = crate::rules::grammar::children(node)
                 .find(|c| !c.is_named() && text(*c, src) == ":")?;
             (colon.start_position().row != node.start_position().row)
                 .then_some(colon.start_byte())?

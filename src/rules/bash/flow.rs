@@ -1,0 +1,132 @@
+//! Values a Bash word can take beyond a constant: the words a loop variable runs over
+//! (`for d in /dev/sd*; do dd of="$d"; done`), and the known leading part of a word built at run
+//! time (`"$HOME/.ssh/$name"` starts with `~/.ssh/`).
+
+use tree_sitter::Node;
+
+use super::BashSem;
+use crate::rules::grammar::{children, text};
+
+/// At most this many values are kept for a word (loop variables multiply).
+const MAX_VALUES: usize = 16;
+
+enum Part<'t> {
+    Text(String),
+    Node(Node<'t>),
+}
+
+/// Every value of `prefixes` followed by every value of `values`.
+fn combine(prefixes: &[String], values: &[String]) -> Vec<String> {
+    prefixes
+        .iter()
+        .flat_map(|p| values.iter().map(move |v| format!("{p}{v}")))
+        .take(MAX_VALUES)
+        .collect()
+}
+
+impl BashSem<'_> {
+    /// Every value a node can take when each is known: its constant value, or the values of
+    /// the loop variables in it.
+    pub fn possible_values(&self, node: Node<'_>) -> Option<Vec<String>> {
+        self.values_at(node, 0)
+    }
+
+    fn values_at(&self, node: Node<'_>, depth: u8) -> Option<Vec<String>> {
+        if depth > 8 {
+            return None;
+        }
+        if let Some(v) = self.fold(node) {
+            return Some(vec![v]);
+        }
+        let k = self.k;
+        let kind = node.kind_id();
+        if kind == k.simple_expansion || kind == k.expansion {
+            return self.facts.loops.get(self.variable(node))?.clone();
+        }
+        let mut out = vec![String::new()];
+        for part in self.parts(node)? {
+            let values = match part {
+                Part::Text(t) => vec![t],
+                Part::Node(n) => self.values_at(n, depth + 1)?,
+            };
+            out = combine(&out, &values);
+        }
+        Some(out)
+    }
+
+    /// The known leading parts of a node's values: the values when all are known, else the
+    /// constant text before the first part only known at run time.
+    pub fn prefixes(&self, node: Node<'_>) -> Vec<String> {
+        if let Some(values) = self.values_at(node, 0) {
+            return values;
+        }
+        let mut out = vec![String::new()];
+        for part in self.parts(node).unwrap_or_default() {
+            let values = match part {
+                Part::Text(t) => vec![t],
+                Part::Node(n) => match self.values_at(n, 1) {
+                    Some(values) => values,
+                    None => break,
+                },
+            };
+            out = combine(&out, &values);
+        }
+        out.retain(|p| !p.is_empty());
+        out
+    }
+
+    /// The pieces of a quoted string or concatenation: its child nodes and the text between them
+    /// (unescaped as the shell would).
+    fn parts<'t>(&self, node: Node<'t>) -> Option<Vec<Part<'t>>> {
+        let k = self.k;
+        let kind = node.kind_id();
+        let (start, end, quoted) = if kind == k.string {
+            let t = text(node, self.src);
+            (
+                node.start_byte() + t.find('"')? + 1,
+                node.end_byte().checked_sub(1)?,
+                true,
+            )
+        } else if kind == k.concatenation {
+            (node.start_byte(), node.end_byte(), false)
+        } else {
+            return None;
+        };
+        let unescape = |s: &str| {
+            if quoted {
+                super::unescape_dquoted(s)
+            } else {
+                super::unescape_word(s)
+            }
+        };
+        let mut out = Vec::new();
+        let mut at = start;
+        for child in children(node) {
+            if child.end_byte() <= start || child.start_byte() >= end {
+                continue;
+            }
+            let gap = self.src.get(at..child.start_byte().max(at))?;
+            if !gap.is_empty() {
+                out.push(Part::Text(unescape(gap)));
+            }
+            out.push(Part::Node(child));
+            at = child.end_byte();
+        }
+        let gap = self.src.get(at.min(end)..end)?;
+        if !gap.is_empty() {
+            out.push(Part::Text(unescape(gap)));
+        }
+        Some(out)
+    }
+
+    /// The variable an expansion names (`$x`, `${x}`).
+    fn variable<'s>(&self, node: Node<'_>) -> &'s str
+    where
+        Self: 's,
+    {
+        text(node, self.src)
+            .trim_start_matches('$')
+            .trim_start_matches('{')
+            .trim_end_matches('}')
+    }
+}

@@ -1,0 +1,240 @@
+//! The shell commands an awk program runs: `system(cmd)`, `print … | cmd`, `print … |& cmd` and
+//! `cmd | getline`, where `cmd` is a string the program builds from literals, `-v` assignments and
+//! variables it assigns a literal. A command only known at run time is reported as dynamic code.
+
+use tree_sitter::Node;
+
+use super::{Embedded, verbatim};
+use crate::domain::script::Language;
+use crate::rules::bash::{BashSem, Invocation};
+
+/// awk implementations (busybox's `awk` applet resolves to `awk`).
+pub(super) const AWKS: &[&str] = &["awk", "gawk", "mawk", "nawk"];
+
+/// The commands the awk program of `inv` runs.
+pub(super) fn commands<'t>(sem: &BashSem<'_>, inv: &Invocation<'t>) -> Vec<Embedded<'t>> {
+    let Some((program, vars)) = program(sem, inv) else {
+        return Vec::new();
+    };
+    let Some(source) = sem.fold(program) else {
+        return vec![embedded(sem, program, None)];
+    };
+    let mut vars = vars;
+    vars.extend(literal_assignments(&source));
+    sinks(&source)
+        .into_iter()
+        .map(|expr| embedded(sem, program, evaluate(expr, &vars)))
+        .collect()
+}
+
+fn embedded<'t>(sem: &BashSem<'_>, program: Node<'t>, code: Option<String>) -> Embedded<'t> {
+    Embedded {
+        interpreter: "awk".into(),
+        language: Some(Language::Bash),
+        verbatim_at: code.as_deref().and_then(|c| verbatim(sem.src, program, c)),
+        code,
+        anchor: program,
+    }
+}
+
+/// The program argument (the first operand, unless `-f` names a file) and the `-v` variables.
+fn program<'t>(
+    sem: &BashSem<'_>,
+    inv: &Invocation<'t>,
+) -> Option<(Node<'t>, Vec<(String, String)>)> {
+    let mut vars = Vec::new();
+    let mut i = 0;
+    while let Some(arg) = inv.args.get(i) {
+        let a = sem.fold(*arg).unwrap_or_default();
+        match a.as_str() {
+            "--" => {
+                i += 1;
+                break;
+            }
+            "-f" | "--file" => return None,
+            "-e" | "--source" => return inv.args.get(i + 1).map(|p| (*p, vars)),
+            "-F" | "--field-separator" => i += 2,
+            "-v" | "--assign" => {
+                if let Some(v) = inv.args.get(i + 1).and_then(|v| sem.fold(*v)) {
+                    vars.extend(assignment(&v));
+                }
+                i += 2;
+            }
+            _ if a.starts_with("-v") => {
+                vars.extend(assignment(&a[2..]));
+                i += 1;
+            }
+            _ if a.starts_with('-') && a.len() > 1 => i += 1,
+            _ => break,
+        }
+    }
+    inv.args.get(i).map(|p| (*p, vars))
+}
+
+fn assignment(s: &str) -> Option<(String, String)> {
+    let (name, value) = s.split_once('=')?;
+    Some((name.to_string(), value.to_string()))
+}
+
+/// `name = "literal"` anywhere in the program: a constant as far as commands go.
+fn literal_assignments(source: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let bytes = source.as_bytes();
+    for (eq, _) in source.match_indices('=') {
+        let before = source[..eq].trim_end();
+        let name_start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(0, |i| i + 1);
+        let name = &before[name_start..];
+        let after = source[eq + 1..].trim_start();
+        if name.is_empty()
+            || bytes.get(eq + 1) == Some(&b'=')
+            || (eq > 0 && matches!(bytes[eq - 1], b'!' | b'<' | b'>' | b'='))
+            || !after.starts_with('"')
+        {
+            continue;
+        }
+        if let Some((value, _)) = string_literal(after) {
+            out.push((name.to_string(), value));
+        }
+    }
+    out
+}
+
+/// The command expressions of the program: arguments of `system(…)`, targets of `| ` and `|&`
+/// after `print`/`printf`, sources of `| getline`.
+fn sinks(source: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for (at, _) in source.match_indices("system") {
+        let rest = source[at + "system".len()..].trim_start();
+        if let Some(inner) = rest.strip_prefix('(') {
+            out.push(until_close(inner));
+        }
+    }
+    for (at, _) in source.match_indices('|') {
+        let bytes = source.as_bytes();
+        if bytes.get(at + 1) == Some(&b'|') || (at > 0 && bytes[at - 1] == b'|') {
+            continue;
+        }
+        let after = source[at + 1..].trim_start_matches('&').trim_start();
+        let before = expression_before(&source[..at]);
+        if after.starts_with("getline") {
+            out.push(before);
+        } else if before.trim_start().starts_with("print") {
+            // `print … | cmd`, `printf … |& cmd` (a `|` elsewhere is in a regex or string)
+            out.push(expression_after(after));
+        }
+    }
+    out.retain(|e| !e.trim().is_empty());
+    out
+}
+
+/// The text up to the parenthesis that closes an already open one.
+fn until_close(s: &str) -> &str {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if in_string => escaped = true,
+            '"' => in_string = !in_string,
+            '(' if !in_string => depth += 1,
+            ')' if !in_string => {
+                if depth == 0 {
+                    return &s[..i];
+                }
+                depth -= 1;
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+/// The operand after a pipe: up to `;`, `}`, a newline, or `)`.
+fn expression_after(s: &str) -> &str {
+    let end = s.find([';', '}', '\n', ')']).unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The text before a pipe, back to `(`, `{`, `;` or a newline: the operand of `| getline`, or
+/// the `print` statement that pipes.
+fn expression_before(s: &str) -> &str {
+    let start = s.rfind(['(', '{', ';', '\n']).map_or(0, |i| i + 1);
+    &s[start..]
+}
+
+/// The value of an awk string expression made of literals and variables (juxtaposed, which awk
+/// concatenates); `None` when a part is unknown.
+fn evaluate(expr: &str, vars: &[(String, String)]) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = expr.trim();
+    while !rest.is_empty() {
+        if rest.starts_with('"') {
+            let (value, len) = string_literal(rest)?;
+            out.push_str(&value);
+            rest = rest[len..].trim_start();
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            if end == 0 {
+                return None;
+            }
+            let name = &rest[..end];
+            let value = vars.iter().rev().find(|(n, _)| n == name)?;
+            out.push_str(&value.1);
+            rest = rest[end..].trim_start();
+        }
+    }
+    Some(out)
+}
+
+/// A double-quoted awk string at the start of `s`: its value and its length in `s`.
+fn string_literal(s: &str) -> Option<(String, usize)> {
+    let mut out = String::new();
+    let mut chars = s.char_indices().skip(1);
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return Some((out, i + 1)),
+            '\\' => match chars.next()?.1 {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                other => out.push(other),
+            },
+            c => out.push(c),
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_come_from_system_pipes_and_getline() {
+        let vars = vec![("cmd".to_string(), "id".to_string())];
+        let found: Vec<Option<String>> = sinks(
+            r#"BEGIN { system("rm -rf " "/"); print "x" | "sh"; "date" | getline d; system(cmd) }"#,
+        )
+        .into_iter()
+        .map(|e| evaluate(e, &vars))
+        .collect();
+        assert_eq!(
+            found,
+            vec![
+                Some("rm -rf /".to_string()),
+                Some("id".to_string()),
+                Some("sh".to_string()),
+                Some("date".to_string()),
+            ]
+        );
+        assert_eq!(evaluate("x", &[]), None, "an unknown variable");
+        assert_eq!(
+            literal_assignments(r#"BEGIN { s = "/inet/tcp/0/h/1"; if (a == "b") print }"#),
+            vec![("s".to_string(), "/inet/tcp/0/h/1".to_string())]
+        );
+    }
+}

@@ -1,0 +1,225 @@
+//! What the one walk learns about the names of a Python script: import aliases, constants, and
+//! the expression each name is bound to (for values that flow through names: paths, callables,
+//! keyword dictionaries).
+//!
+//! Flow-insensitive: a name bound twice keeps every alias, is not a constant, and has no single
+//! bound expression ([`Binding::Many`]).
+
+use rustc_hash::FxHashMap as HashMap;
+use tree_sitter::Node;
+
+use super::{MAX_NAMES, PyKinds, PySem, dotted, ident, is_name_expr};
+use crate::rules::grammar::{children, children_in_field};
+
+/// What a name is bound to.
+#[derive(Debug, Clone, Copy)]
+pub enum Binding<'t> {
+    /// Bound once: `x = value`, `with value as x`.
+    Value(Node<'t>),
+    /// The variable of `for x in iterable`, bound to each item; in `for a, b in iterable` the
+    /// position of the name in the target.
+    Item(Node<'t>, Option<u8>),
+    /// Bound more than once, or in a way the walk does not follow.
+    Many,
+}
+
+/// What one walk learns about names in a script.
+#[derive(Debug, Default)]
+pub struct PyFacts<'t> {
+    /// Local name → the qualified names it may stand for (`sp` → `subprocess`).
+    pub(super) aliases: HashMap<String, Vec<String>>,
+    /// Modules imported with `from m import *`.
+    pub(super) star_modules: Vec<String>,
+    /// Names assigned exactly once to a constant string (then extended by `+=` constants);
+    /// `None` once assigned again or non-constant.
+    pub(super) consts: HashMap<String, Option<String>>,
+    /// Names assigned exactly once to a dict/list/tuple/set literal of constants: its values.
+    pub(super) containers: HashMap<String, Option<Vec<String>>>,
+    /// The expression each name is bound to.
+    pub(super) bindings: HashMap<String, Binding<'t>>,
+}
+
+impl<'t> PyFacts<'t> {
+    /// Records what `node` binds, if anything. Called in document order.
+    pub fn observe(&mut self, k: &PyKinds, node: Node<'t>, src: &str) {
+        let kind = node.kind_id();
+        if kind == k.import_statement {
+            self.observe_import(k, node, src);
+        } else if kind == k.import_from_statement {
+            self.observe_from_import(k, node, src);
+        } else if kind == k.assignment {
+            self.observe_assignment(k, node, src);
+        } else if kind == k.augmented_assignment {
+            self.observe_augmented(k, node, src);
+        } else if kind == k.for_statement {
+            self.observe_for(k, node, src);
+        } else if kind == k.as_pattern {
+            // `with value as name` (and `except E as name`)
+            if let (Some(value), Some(alias)) = (node.child(0), node.child_by_field_id(k.f_alias))
+                && let Some(name) = alias.named_child(0).filter(|n| n.kind_id() == k.identifier)
+            {
+                self.record(ident(name, src), Binding::Value(value));
+                self.consts.insert(ident(name, src), None);
+            }
+        }
+    }
+
+    fn record(&mut self, name: String, binding: Binding<'t>) {
+        self.bindings
+            .entry(name)
+            .and_modify(|b| *b = Binding::Many)
+            .or_insert(binding);
+    }
+
+    fn bind(&mut self, local: String, qualified: String) {
+        let targets = self.aliases.entry(local).or_default();
+        if !targets.contains(&qualified) && targets.len() < MAX_NAMES {
+            targets.push(qualified);
+        }
+    }
+
+    fn observe_import(&mut self, k: &PyKinds, node: Node<'_>, src: &str) {
+        for name in children_in_field(node, k.f_name) {
+            if name.kind_id() == k.aliased_import {
+                let (Some(module), Some(alias)) = (
+                    name.child_by_field_id(k.f_name),
+                    name.child_by_field_id(k.f_alias),
+                ) else {
+                    continue;
+                };
+                self.bind(ident(alias, src), dotted(module, src));
+            } else {
+                // `import os.path` binds `os`.
+                let full = dotted(name, src);
+                let first = full.split('.').next().unwrap_or("").to_string();
+                self.bind(first.clone(), first);
+            }
+        }
+    }
+
+    fn observe_from_import(&mut self, k: &PyKinds, node: Node<'_>, src: &str) {
+        let Some(module) = node.child_by_field_id(k.f_module_name) else {
+            return;
+        };
+        let module = dotted(module, src);
+        if children(node).any(|c| c.kind_id() == k.wildcard_import) {
+            self.star_modules.push(module.clone());
+        }
+        for name in children_in_field(node, k.f_name) {
+            if name.kind_id() == k.aliased_import {
+                let (Some(orig), Some(alias)) = (
+                    name.child_by_field_id(k.f_name),
+                    name.child_by_field_id(k.f_alias),
+                ) else {
+                    continue;
+                };
+                self.bind(ident(alias, src), format!("{module}.{}", dotted(orig, src)));
+            } else if name.kind_id() == k.dotted_name {
+                let local = dotted(name, src);
+                self.bind(local.clone(), format!("{module}.{local}"));
+            }
+        }
+    }
+
+    fn observe_assignment(&mut self, k: &PyKinds, node: Node<'t>, src: &str) {
+        let (Some(left), Some(right)) = (
+            node.child_by_field_id(k.f_left),
+            node.child_by_field_id(k.f_right),
+        ) else {
+            return;
+        };
+        if left.kind_id() != k.identifier {
+            // `a, b = …`: each name is bound, to nothing the walk follows.
+            for name in children(left).filter(|n| n.kind_id() == k.identifier) {
+                self.record(ident(name, src), Binding::Many);
+                self.consts.insert(ident(name, src), None);
+            }
+            return;
+        }
+        let name = ident(left, src);
+        self.record(name.clone(), Binding::Value(right));
+        let sem = PySem {
+            k,
+            facts: self,
+            src,
+            quoting: false,
+        };
+        let folded = sem.fold(right);
+        let names = if folded.is_none() && is_name_expr(k, right) {
+            sem.names(right)
+        } else {
+            Vec::new()
+        };
+        let items = if self.containers.contains_key(&name) {
+            None
+        } else {
+            sem.container_values(right)
+        };
+        for target in names {
+            self.bind(name.clone(), target);
+        }
+        let value = if self.consts.contains_key(&name) {
+            None
+        } else {
+            folded
+        };
+        self.consts.insert(name.clone(), value);
+        self.containers.insert(name, items);
+    }
+
+    /// `x += "…"` after `x = "…"`: still a constant, the concatenation (in document order).
+    fn observe_augmented(&mut self, k: &PyKinds, node: Node<'t>, src: &str) {
+        let Some(left) = node.child_by_field_id(k.f_left) else {
+            return;
+        };
+        if left.kind_id() != k.identifier {
+            return;
+        }
+        let name = ident(left, src);
+        self.record(name.clone(), Binding::Many);
+        let plus = node
+            .child_by_field_id(k.f_operator)
+            .is_some_and(|op| text_of(op, src) == "+=");
+        let sem = PySem {
+            k,
+            facts: self,
+            src,
+            quoting: false,
+        };
+        let appended = node
+            .child_by_field_id(k.f_right)
+            .filter(|_| plus)
+            .and_then(|r| sem.fold(r));
+        let value = match (self.consts.get(&name), appended) {
+            (Some(Some(v)), Some(a)) => Some(format!("{v}{a}")),
+            _ => None,
+        };
+        self.consts.insert(name, value);
+    }
+
+    fn observe_for(&mut self, k: &PyKinds, node: Node<'t>, src: &str) {
+        let (Some(left), Some(right)) = (
+            node.child_by_field_id(k.f_left),
+            node.child_by_field_id(k.f_right),
+        ) else {
+            return;
+        };
+        if left.kind_id() == k.identifier {
+            self.record(ident(left, src), Binding::Item(right, None));
+            self.consts.insert(ident(left, src), None);
+            return;
+        }
+        let names = children(left).filter(|c| c.is_named());
+        for (i, name) in names.enumerate() {
+            if name.kind_id() == k.identifier {
+                let at = u8::try_from(i).ok();
+                self.record(ident(name, src), Binding::Item(right, at));
+                self.consts.insert(ident(name, src), None);
+            }
+        }
+    }
+}
+
+fn text_of<'s>(node: Node<'_>, src: &'s str) -> &'s str {
+    src.get(node.byte_range()).unwrap_or("")
+}

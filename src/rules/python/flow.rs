@@ -1,0 +1,382 @@
+//! Values that flow through names and wrappers: the known leading part of a path built at run
+//! time (`os.path.join(home, ".ssh", name)` starts with `~/.ssh/`), the items a loop variable takes
+//! (`for f in glob.glob("/var/log/*")`), keyword dictionaries (`**opts`), `functools.partial`'s
+//! bound arguments, and command strings whose run-time parts are all shell-quoted.
+
+use tree_sitter::Node;
+
+use super::facts::Binding;
+use super::fold::join_paths;
+use super::{PySem, function_of, ident};
+use crate::rules::grammar::{children, text};
+
+/// Flow is followed this many names deep (`a = b; b = c; …`), and at most this many prefixes are
+/// kept per expression.
+const MAX_FLOW_DEPTH: u8 = 8;
+const MAX_PREFIXES: usize = 8;
+
+/// What `shlex.quote(x)` folds to when only shell safety matters: one quoted word.
+const QUOTED: &str = "'…'";
+
+impl<'a> PySem<'a> {
+    /// What a name is bound to (see [`Binding`]).
+    pub fn binding(&self, name: &str) -> Option<Binding<'a>> {
+        self.facts.bindings.get(name).copied()
+    }
+
+    /// The known leading parts of the values an expression can take: its value when it is a
+    /// constant, or the constant text before the first part only known at run time. Paths fold
+    /// as the interpreter would join them (`~` for the home directory).
+    pub fn prefixes(&self, node: Node<'a>) -> Vec<String> {
+        let mut out = self.prefixes_at(node, 0);
+        out.retain(|p| !p.is_empty());
+        out.sort();
+        out.dedup();
+        out.truncate(MAX_PREFIXES);
+        out
+    }
+
+    fn prefixes_at(&self, node: Node<'a>, depth: u8) -> Vec<String> {
+        if depth > MAX_FLOW_DEPTH {
+            return Vec::new();
+        }
+        if let Some(v) = self.fold(node) {
+            return vec![v];
+        }
+        let k = self.k;
+        let d = depth + 1;
+        let kind = node.kind_id();
+        if kind == k.string {
+            self.string_prefix(node).into_iter().collect()
+        } else if kind == k.parenthesized_expression {
+            node.named_child(0)
+                .map(|n| self.prefixes_at(n, d))
+                .unwrap_or_default()
+        } else if kind == k.identifier {
+            match self.binding(&ident(node, self.src)) {
+                Some(Binding::Value(v)) => self.prefixes_at(v, d),
+                Some(Binding::Item(iterable, at)) => self.item_prefixes(iterable, at, d),
+                _ => Vec::new(),
+            }
+        } else if kind == k.binary_operator {
+            self.binary_prefixes(node, d)
+        } else if kind == k.call {
+            self.call_prefixes(node, d)
+        } else if kind == k.subscript {
+            self.possible_values(node).unwrap_or_default()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// An f-string up to its first interpolation that does not fold.
+    fn string_prefix(&self, node: Node<'a>) -> Option<String> {
+        let mut out = String::new();
+        for part in children(node) {
+            let kind = part.kind_id();
+            if kind == self.k.string_content {
+                out.push_str(text(part, self.src));
+            } else if kind == self.k.interpolation {
+                let value = part
+                    .child_by_field_id(self.k.f_expression)
+                    .and_then(|e| self.fold(e));
+                match value {
+                    Some(v) => out.push_str(&v),
+                    None => break,
+                }
+            }
+        }
+        Some(out)
+    }
+
+    fn binary_prefixes(&self, node: Node<'a>, d: u8) -> Vec<String> {
+        let k = self.k;
+        let (Some(op), Some(left), Some(right)) = (
+            node.child_by_field_id(k.f_operator),
+            node.child_by_field_id(k.f_left),
+            node.child_by_field_id(k.f_right),
+        ) else {
+            return Vec::new();
+        };
+        let op = text(op, self.src);
+        match op {
+            "+" | "/" => {
+                let Some(whole) = self.fold(left) else {
+                    return self.prefixes_at(left, d);
+                };
+                let rest = self.prefixes_at(right, d);
+                let join = |r: &str| {
+                    if op == "/" {
+                        join_paths(&[whole.clone(), r.to_string()])
+                    } else {
+                        format!("{whole}{r}")
+                    }
+                };
+                if rest.is_empty() {
+                    vec![if op == "/" { join("") } else { whole.clone() }]
+                } else {
+                    rest.iter().map(|r| join(r)).collect()
+                }
+            }
+            "%" => self
+                .fold(left)
+                .map(|t| t[..t.find('%').unwrap_or(t.len())].to_string())
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn call_prefixes(&self, node: Node<'a>, d: u8) -> Vec<String> {
+        let Some(func) = function_of(node) else {
+            return Vec::new();
+        };
+        let args = self.positional(node);
+        // methods of a path or string object
+        if func.kind_id() == self.k.attribute
+            && let (Some(object), Some(method)) = (
+                func.child_by_field_id(self.k.f_object),
+                func.child_by_field_id(self.k.f_attribute),
+            )
+        {
+            match text(method, self.src) {
+                "expanduser" | "resolve" | "absolute" | "as_posix" => {
+                    return self.prefixes_at(object, d);
+                }
+                "joinpath" => {
+                    return self.join_prefixes(Some(object), &args, d);
+                }
+                "format" => {
+                    return self
+                        .fold(object)
+                        .map(|t| t[..t.find('{').unwrap_or(t.len())].to_string())
+                        .into_iter()
+                        .collect();
+                }
+                _ => {}
+            }
+        }
+        let names = self.names(func);
+        let named = |wanted: &[&str]| names.iter().any(|n| wanted.contains(&n.as_str()));
+        if named(&["os.path.join", "posixpath.join"]) {
+            return self.join_prefixes(None, &args, d);
+        }
+        if named(&[
+            "pathlib.Path",
+            "pathlib.PosixPath",
+            "pathlib.PurePath",
+            "os.path.expanduser",
+            "os.path.abspath",
+            "os.path.realpath",
+            "os.path.normpath",
+            "os.fspath",
+            "str",
+        ]) {
+            return match args.len() {
+                0 => Vec::new(),
+                1 => self.prefixes_at(args[0], d),
+                _ => self.join_prefixes(None, &args, d),
+            };
+        }
+        Vec::new()
+    }
+
+    /// `os.path.join(a, b, …)` (or `object.joinpath(…)`): the known parts, up to and including
+    /// the known prefix of the first part that is not a constant.
+    fn join_prefixes(&self, object: Option<Node<'a>>, args: &[Node<'a>], d: u8) -> Vec<String> {
+        let mut parts: Vec<Node<'a>> = object.into_iter().collect();
+        parts.extend_from_slice(args);
+        let mut known: Vec<String> = Vec::new();
+        for part in parts {
+            match self.fold(part) {
+                Some(v) => known.push(v),
+                None => {
+                    let base = join_paths(&known);
+                    let tails = self.prefixes_at(part, d);
+                    if tails.is_empty() {
+                        return vec![if known.is_empty() {
+                            String::new()
+                        } else {
+                            join_paths(&[base, String::new()])
+                        }];
+                    }
+                    return tails
+                        .iter()
+                        .map(|t| join_paths(&[base.clone(), t.clone()]))
+                        .collect();
+                }
+            }
+        }
+        vec![join_paths(&known)]
+    }
+
+    /// The prefixes of the items of `iterable` (of the `at`-th element of each item, for
+    /// `for a, b in …`): the elements of a literal, the files a glob or a walk yields.
+    fn item_prefixes(&self, iterable: Node<'a>, at: Option<u8>, d: u8) -> Vec<String> {
+        let k = self.k;
+        let kind = iterable.kind_id();
+        if kind == k.list || kind == k.tuple || kind == k.set {
+            if at.is_some() {
+                return Vec::new();
+            }
+            return children(iterable)
+                .filter(|c| c.is_named())
+                .flat_map(|item| self.prefixes_at(item, d))
+                .collect();
+        }
+        if kind == k.identifier
+            && let Some(Binding::Value(v)) = self.binding(&ident(iterable, self.src))
+        {
+            return self.item_prefixes(v, at, d);
+        }
+        if kind != k.call {
+            return Vec::new();
+        }
+        let Some(func) = function_of(iterable) else {
+            return Vec::new();
+        };
+        let args = self.positional(iterable);
+        // `Path(p).glob(pattern)`, `.rglob(pattern)`, `.iterdir()`
+        if func.kind_id() == k.attribute
+            && let (Some(object), Some(method)) = (
+                func.child_by_field_id(k.f_object),
+                func.child_by_field_id(k.f_attribute),
+            )
+        {
+            let pattern = args.first().and_then(|a| self.fold(*a)).unwrap_or_default();
+            let glob = match text(method, self.src) {
+                "glob" => pattern,
+                "rglob" => format!("**/{pattern}"),
+                "iterdir" => String::new(),
+                _ => return Vec::new(),
+            };
+            return self
+                .prefixes_at(object, d)
+                .into_iter()
+                .map(|base| join_paths(&[base, glob.clone()]))
+                .collect();
+        }
+        let names = self.names(func);
+        let named = |wanted: &[&str]| names.iter().any(|n| wanted.contains(&n.as_str()));
+        match (at, args.first()) {
+            (None, Some(pattern)) if named(&["glob.glob", "glob.iglob"]) => {
+                self.prefixes_at(*pattern, d)
+            }
+            // `for root, dirs, files in os.walk(top)`: `root` starts with `top`.
+            (Some(0), Some(top)) if named(&["os.walk"]) => self.prefixes_at(*top, d),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The value of a command string when every part only known at run time is passed through
+    /// `shlex.quote` (each such part folds to a quoted placeholder): what a shell would parse,
+    /// as far as injection goes. `None` when some run-time part is not quoted.
+    pub fn fold_shell(&self, node: Node<'_>) -> Option<String> {
+        PySem {
+            quoting: true,
+            ..*self
+        }
+        .fold(node)
+    }
+
+    /// `shlex.quote(x)` and friends while folding a shell command ([`PySem::fold_shell`]).
+    pub(super) fn fold_quoting(&self, names: &[String]) -> Option<String> {
+        (self.quoting
+            && names.iter().any(|n| {
+                matches!(
+                    n.as_str(),
+                    "shlex.quote" | "pipes.quote" | "shlex.join" | "subprocess.list2cmdline"
+                )
+            }))
+        .then(|| QUOTED.to_string())
+    }
+
+    /// The positional arguments a call passes to what it calls: those `functools.partial` bound
+    /// first (`run = partial(subprocess.run, "id")`), then its own.
+    pub fn effective_positional(&self, call: Node<'a>) -> Vec<Node<'a>> {
+        let mut out = match self.partial_of(call) {
+            Some(partial) => self.positional(partial).into_iter().skip(1).collect(),
+            None => Vec::new(),
+        };
+        out.extend(self.positional(call));
+        out
+    }
+
+    /// The keyword arguments a call passes: its own, those of `**mapping` arguments whose mapping
+    /// is a literal or a name bound to one (`opts = {"shell": True}`), and those a
+    /// `functools.partial` bound.
+    pub fn effective_keywords(&self, call: Node<'a>) -> Vec<(String, Node<'a>)> {
+        let mut out = self.keywords_with_splats(call, 0);
+        if let Some(partial) = self.partial_of(call) {
+            out.extend(self.keywords_with_splats(partial, 0));
+        }
+        out
+    }
+
+    fn keywords_with_splats(&self, call: Node<'a>, depth: u8) -> Vec<(String, Node<'a>)> {
+        let mut out = self.keywords(call);
+        let Some(args) = call.child_by_field_id(self.k.f_arguments) else {
+            return out;
+        };
+        for splat in children(args).filter(|c| c.kind_id() == self.k.dictionary_splat) {
+            if let Some(mapping) = splat.named_child(0) {
+                out.extend(self.mapping_pairs(mapping, depth + 1));
+            }
+        }
+        out
+    }
+
+    /// The constant-keyed pairs of a dict literal, a `dict(k=v)` call, or a name bound to either.
+    fn mapping_pairs(&self, node: Node<'a>, depth: u8) -> Vec<(String, Node<'a>)> {
+        if depth > MAX_FLOW_DEPTH {
+            return Vec::new();
+        }
+        let k = self.k;
+        let kind = node.kind_id();
+        if kind == k.identifier {
+            return match self.binding(&ident(node, self.src)) {
+                Some(Binding::Value(v)) => self.mapping_pairs(v, depth + 1),
+                _ => Vec::new(),
+            };
+        }
+        if kind == k.dictionary {
+            return children(node)
+                .filter(|c| c.kind_id() == k.pair)
+                .filter_map(|pair| {
+                    let key = self.fold(pair.child_by_field_id(k.f_key)?)?;
+                    Some((key, pair.child_by_field_id(k.f_value)?))
+                })
+                .collect();
+        }
+        if kind == k.call
+            && function_of(node).is_some_and(|f| self.names(f).iter().any(|n| n == "dict"))
+        {
+            return self.keywords_with_splats(node, depth + 1);
+        }
+        Vec::new()
+    }
+
+    /// The `functools.partial(f, …)` call a call goes through: its callee is one, or a name
+    /// bound to one.
+    fn partial_of(&self, call: Node<'a>) -> Option<Node<'a>> {
+        let mut func = function_of(call)?;
+        if func.kind_id() == self.k.identifier
+            && let Some(Binding::Value(v)) = self.binding(&ident(func, self.src))
+        {
+            func = v;
+        }
+        (func.kind_id() == self.k.call && self.is_partial(func)).then_some(func)
+    }
+
+    /// A call of `functools.partial` (or `partialmethod`).
+    pub(super) fn is_partial(&self, call: Node<'_>) -> bool {
+        function_of(call).is_some_and(|f| {
+            self.names(f).iter().any(|n| {
+                matches!(
+                    n.as_str(),
+                    "functools.partial" | "functools.partialmethod" | "partial"
+                )
+            })
+        })
+    }
+}
