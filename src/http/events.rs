@@ -31,7 +31,10 @@ const KINDS: [&str; 4] = ["file", "process", "network", "blocked"];
 #[into_params(parameter_in = Query)]
 pub(super) struct EventsQuery {
     /// Comma-separated kinds to stream: `file`, `process`, `network`, `blocked` (default: all).
-    #[param(example = "file,blocked")]
+    #[param(
+        example = "file,blocked",
+        pattern = "^(file|process|network|blocked)(,(file|process|network|blocked))*$"
+    )]
     pub types: Option<String>,
 }
 
@@ -43,7 +46,7 @@ fn kinds(types: Option<&str>) -> Result<Vec<&'static str>, ApiError> {
     types
         .split(',')
         .map(|t| {
-            KINDS.into_iter().find(|k| *k == t.trim()).ok_or_else(|| {
+            KINDS.into_iter().find(|k| *k == t).ok_or_else(|| {
                 ApiError::Schema(format!(
                     "types: unknown kind `{t}` (there are: {})",
                     KINDS.join(", ")
@@ -144,9 +147,12 @@ mod tests {
     fn types_name_known_kinds_only() {
         assert_eq!(kinds(None).expect("all"), KINDS.to_vec());
         assert_eq!(
-            kinds(Some("file, blocked")).expect("two"),
+            kinds(Some("file,blocked")).expect("two"),
             vec!["file", "blocked"]
         );
+        // Exactly the documented pattern: no spaces, no empty kinds.
+        assert!(kinds(Some("file, blocked")).is_err());
+        assert!(kinds(Some("file,")).is_err());
         let err = kinds(Some("file,disk")).expect_err("unknown");
         assert_eq!(
             err.to_string(),

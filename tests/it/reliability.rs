@@ -481,9 +481,21 @@ async fn schemathesis_finds_no_server_errors_or_contract_violations() {
     // Sessions are left out for now: their contract is not yet tight enough for every check
     // (the exec body's "exactly one of" and the query ranges are not in the schema), and a
     // session the fuzzer creates holds a container until it is deleted.
-    for (token, filter) in [
-        (AGENT, "--exclude-tag-regex=^(approvals|sessions)$"),
-        (OPERATOR, "--include-tag=approvals"),
+    // The requests that carry workspace paths and jobs (`POST /v1/execute`, `/v1/executions`,
+    // `/v1/jobs`) run without the two acceptance checks: their path and glob grammar (canonical
+    // components, glob syntax, byte lengths) is only partly expressible in JSON Schema, and a
+    // job that breaks a deployment maximum is answered 200 with a failed step, by the protocol's
+    // decision. Everything else is still checked on them: no server error, every status, body
+    // and header as documented.
+    const ACCEPTANCE: &str = ",positive_data_acceptance,negative_data_rejection";
+    const WORKSPACE_OPS: &str = "^POST /v1/(execute|executions|jobs)$";
+    // One exclusion filter (two of a kind would have to match together).
+    let strict = "--exclude-name-regex=^(POST /v1/(execute|executions|jobs)|[A-Z]+ /v1/(approvals|sessions)(/.*)?)$";
+    let loose = format!("--include-name-regex={WORKSPACE_OPS}");
+    for (token, filter, more_excluded) in [
+        (AGENT, strict.to_string(), ""),
+        (AGENT, loose, ACCEPTANCE),
+        (OPERATOR, "--include-tag=approvals".to_string(), ""),
     ] {
         let mut run = std::process::Command::new(&schemathesis);
         run.current_dir(dir.path())
@@ -491,19 +503,24 @@ async fn schemathesis_finds_no_server_errors_or_contract_violations() {
             .arg("run")
             .arg(format!("{}/openapi.json", s.url))
             .args(["--header", &format!("Authorization: Bearer {token}")])
-            .arg(filter)
+            .arg(&filter)
             .args(["--checks", "all"])
             // These need resources the fuzzer can create and delete; executions cannot be deleted.
             .args([
                 "--exclude-checks",
-                "use_after_free,ensure_resource_availability,object_level_authorization",
+                &format!(
+                    "use_after_free,ensure_resource_availability,object_level_authorization{more_excluded}"
+                ),
             ])
             .args(["--max-examples", &examples, "--seed", &seed])
             .args(["--generation-database", "none", "--no-color"]);
         let out = harness::run_ok(run).await;
         let summary = out
             .lines()
-            .find(|l| l.contains("generated"))
+            // "N generated, N passed, …" (a warning may also say "generated").
+            .find(|l| {
+                l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && l.contains(" generated")
+            })
             .unwrap_or("no summary");
         println!("schemathesis {filter}: {}", summary.trim());
         assert!(summary.contains("passed"), "{out}");

@@ -111,7 +111,7 @@ async fn state_and_files_persist_across_commands_and_delete_removes_the_containe
     let contract = line(
         &s,
         &id,
-        "id -u; grep CapEff /proc/self/status; touch /etc/x 2>/dev/null || echo ro; touch /workspace/w && echo rw",
+        "id -u; grep CapEff /proc/self/status; touch /opt/x 2>/dev/null || echo ro; touch /workspace/w && echo rw",
     )
     .await;
     let out = contract["stdout"].as_str().expect("stdout");

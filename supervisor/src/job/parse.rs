@@ -257,10 +257,14 @@ fn validate(job: &Job) -> Result<(), SchemaError> {
 
 fn step_fields(i: usize, step: &Step) -> Result<(), SchemaError> {
     let bad = |field: &str, why: &str| Err(SchemaError::new(format!("steps[{i}].{field}: {why}")));
-    let id_ok =
-        !step.id.is_empty() && step.id.len() <= MAX_ID && !step.id.chars().any(char::is_control);
+    let id_ok = !step.id.is_empty()
+        && step.id.chars().count() <= MAX_ID
+        && !step.id.chars().any(char::is_control);
     if !id_ok {
-        return bad("id", "1 to 128 bytes without control characters");
+        return bad(
+            "id",
+            "1 to 128 characters, none of them a control character",
+        );
     }
     match &step.action {
         Action::RunCommand(c) => {

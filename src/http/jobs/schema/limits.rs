@@ -5,6 +5,21 @@ use serde_json::{Value, json};
 
 use crate::sandbox::job::Maxima;
 
+/// Text without control characters (what Rust's `char::is_control` calls one).
+pub(crate) const NO_CONTROL_CHARACTERS: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$";
+
+/// One canonical path component: not empty, not `.` or `..`.
+const COMPONENT: &str = r"(?:[^/.]|\.[^/.]|\.\.[^/])[^/]*";
+
+/// A path (or glob) the workspace of a script run accepts for `files[].path` and `artifacts`.
+fn workspace_patterns() -> (String, String) {
+    let c = COMPONENT;
+    (
+        format!("^(?:/workspace/)?{c}(?:/{c})*$"),
+        format!("^(?:/(?:workspace|tmp)(?:/{c})*|{c}(?:/{c})*)$"),
+    )
+}
+
 /// The deployment's maxima and profiles, written into the job's schema (`components`, as JSON):
 /// what a client generated from the document or a model reading the tool knows of the limits.
 pub(crate) fn with_maxima(components: &mut Value, maxima: &Maxima, profiles: &[String]) {
@@ -51,6 +66,22 @@ pub(crate) fn with_maxima(components: &mut Value, maxima: &Maxima, profiles: &[S
         "/ListTreeArgs/properties/max_entries/maximum",
         json!(maxima.max_list_entries),
     );
+    let (file, artifact) = workspace_patterns();
+    set("/FileIn/properties/path/pattern", json!(file));
+    if let Some(Value::Object(items)) = schemas.pointer_mut("/ExecuteIn/properties/artifacts/items")
+    {
+        items.insert("pattern".into(), json!(artifact));
+    }
+    // What the protocol's parser checks of a step id, so a client knows it before sending.
+    if let Some(Value::Array(steps)) = schemas.pointer_mut("/StepIn/oneOf") {
+        for step in steps {
+            if let Some(Value::Object(id)) = step.pointer_mut("/properties/id") {
+                id.insert("minLength".into(), json!(1));
+                id.insert("maxLength".into(), json!(128));
+                id.insert("pattern".into(), json!(NO_CONTROL_CHARACTERS));
+            }
+        }
+    }
 }
 
 /// The component `name` as a self-contained JSON Schema (2020-12): itself, with every component
