@@ -10,6 +10,9 @@
 //! session commands) prints output as the command produces it. Exit codes: the command's own,
 //! 1 for a command that did not run to an exit (validation, timeout, kill), 2 for a request the
 //! service refused or could not be reached.
+//!
+//! Just past 500 lines: the flags, the requests and the three output modes (plain, `--json`,
+//! `--stream`) of one small client, which read best together.
 
 use std::io::Write as _;
 use std::path::PathBuf;

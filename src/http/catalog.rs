@@ -2,7 +2,9 @@
 //! JSON Schema parameters that carry the configured limits and descriptions that tell the model
 //! what is checked and how the work runs. One catalog feeds `GET /v1/tools` (OpenAI and Anthropic
 //! shapes) and the MCP server, so every integration describes the same contract. `run_job`'s
-//! schema is the OpenAPI document's `JobIn` with the deployment's maxima written in.
+//! schema is the OpenAPI document's `JobIn` with the deployment's maxima written in. Just past
+//! 500 lines: every tool's description and schema stays in this one file, so one place states the
+//! whole contract models are given.
 
 use serde::Serialize;
 use serde_json::{Value, json};
