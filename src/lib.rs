@@ -384,7 +384,7 @@ pub async fn serve_mcp_stdio(
     let app = App::with_runner(&config, validator, sandbox).await?;
     let catalog = Catalog::new(&config);
     let served = tokio::select! {
-        r = http::mcp::serve_stdio(app.executions.clone(), &catalog, Caller::local_agent(agent)) => r,
+        r = http::mcp::serve_stdio(app.executions.clone(), app.sessions.clone(), &catalog, Caller::local_agent(agent)) => r,
         () = shutdown => Ok(()),
     };
     app.shutdown().await;

@@ -5,6 +5,7 @@
 
 /// Subcommands whose logic is longer than their clap definitions.
 mod cli {
+    pub(crate) mod client;
     pub(crate) mod job;
     pub(crate) mod policy;
 }
@@ -87,6 +88,21 @@ enum Command {
         /// TOML configuration file (its `policy` section); `SCRIPTGATE_*` variables override it.
         #[arg(long, env = "SCRIPTGATE_CONFIG", global = true)]
         config: Option<PathBuf>,
+    },
+    /// Persistent sessions of a running service: create, list, show, run commands in, destroy.
+    Session {
+        #[command(subcommand)]
+        command: cli::client::SessionCommand,
+        #[command(flatten)]
+        target: cli::client::Target,
+    },
+    /// Run a script once on a running service (`POST /v1/execute`): a bash command line, or
+    /// `--file`. Prints its output and exits with its exit code.
+    Exec {
+        #[command(flatten)]
+        work: cli::client::Work,
+        #[command(flatten)]
+        target: cli::client::Target,
     },
     /// Jobs of the job protocol without a server: run one on the local engine, or check one.
     Job {
@@ -276,6 +292,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rules { rules } => list_rules(rules),
         Command::Policy { command, config } => cli::policy::run(command, config.as_deref()),
         Command::Job { command, config } => cli::job::run(command, config.as_deref()),
+        Command::Session { command, target } => cli::client::session(command, target),
+        Command::Exec { work, target } => cli::client::exec(work, target),
         Command::Openapi => {
             std::io::stdout()
                 .lock()

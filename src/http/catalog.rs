@@ -2,7 +2,9 @@
 //! JSON Schema parameters that carry the configured limits and descriptions that tell the model
 //! what is checked and how the work runs. One catalog feeds `GET /v1/tools` (OpenAI and Anthropic
 //! shapes) and the MCP server, so every integration describes the same contract. `run_job`'s
-//! schema is the OpenAPI document's `JobIn` with the deployment's maxima written in.
+//! schema is the OpenAPI document's `JobIn` with the deployment's maxima written in. Just past
+//! 500 lines: every tool's description and schema stays in this one file, so one place states the
+//! whole contract models are given.
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -14,6 +16,11 @@ use crate::sandbox::profiles::Profiles;
 pub(crate) const EXECUTE: &str = "execute_script";
 pub(crate) const VALIDATE: &str = "validate_script";
 pub(crate) const RUN_JOB: &str = "run_job";
+pub(crate) const SESSION_CREATE: &str = "session_create";
+pub(crate) const SESSION_EXEC: &str = "session_exec";
+pub(crate) const SESSION_DESTROY: &str = "session_destroy";
+pub(crate) const SESSION_UPLOAD: &str = "session_upload_file";
+pub(crate) const SESSION_DOWNLOAD: &str = "session_download_file";
 
 /// What every tool says about its risk, beside its definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -218,8 +225,10 @@ impl Catalog {
                 endpoint: "POST /v1/validate",
             },
         };
+        let mut tools = vec![execute, validate, run_job];
+        tools.extend(session_tools(config, &profile, mode));
         Catalog {
-            tools: vec![execute, validate, run_job],
+            tools,
             profiles: std::sync::Arc::new(profiles),
         }
     }
@@ -305,6 +314,153 @@ fn run_job_tool(config: &Config, profiles: &Profiles, approval: &str, mode: &'st
             endpoint: "POST /v1/jobs",
         },
     }
+}
+
+/// A session tool's metadata: what it costs and which operation performs it.
+fn session_meta(
+    config: &Config,
+    mode: &'static str,
+    runs: bool,
+    endpoint: &'static str,
+) -> ToolMeta {
+    ToolMeta {
+        risk_level: if runs { "high" } else { "low" },
+        approval_required: runs && config.approval == ApprovalMode::Always,
+        approval_mode: mode,
+        read_only: false,
+        endpoint,
+    }
+}
+
+/// The `session_id` argument every session tool but `session_create` takes.
+fn session_id_arg() -> Value {
+    json!({
+        "type": "string",
+        "format": "uuid",
+        "description": "The session (from session_create). Leave it out to use this \
+            connection's own session, created on first use and destroyed when the connection ends."
+    })
+}
+
+/// The persistent-session tools: create, run a command in, destroy, and move files in and out.
+fn session_tools(config: &Config, profile: &Value, mode: &'static str) -> Vec<Tool> {
+    let s = &config.sessions;
+    let e = &config.execution;
+    let create = Tool {
+        name: SESSION_CREATE,
+        title: "Start a persistent sandbox session",
+        description: format!(
+            "Start a persistent sandbox session and return its `session_id`. Unlike \
+             execute_script, a session keeps its /workspace files, working directory, exported \
+             variables and aliases across commands (session_exec), like an interactive shell; \
+             nothing a command starts outlives it. It has no network and the same hardening as a \
+             one-use run. It stops after `idle_timeout_secs` without a command (default {idle}) \
+             or `max_duration_secs` (default {life}); stop it with session_destroy when done. \
+             Tools called without a `session_id` use an implicit session of this connection \
+             instead, so creating one is only needed for several sessions at once.",
+            idle = s.default_idle_timeout_secs,
+            life = s.default_max_duration_secs,
+        ),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "profile": profile,
+                "environment": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Variables exported to every command (no secrets: values are scanned; names that load code such as LD_* are refused)."
+                },
+                "idle_timeout_secs": {"type": "integer", "minimum": 1, "maximum": s.max_idle_timeout_secs},
+                "max_duration_secs": {"type": "integer", "minimum": 1, "maximum": s.max_duration_secs},
+                "max_commands": {"type": "integer", "minimum": 1, "maximum": s.max_commands}
+            },
+            "additionalProperties": false
+        }),
+        meta: session_meta(config, mode, false, "POST /v1/sessions"),
+    };
+    let exec = Tool {
+        name: SESSION_EXEC,
+        title: "Run a command in a sandbox session",
+        description: format!(
+            "Run one command in a persistent sandbox session and return its stdout, stderr, exit \
+             code and the working directory after it. Give exactly one of `command` (a bash \
+             command line: `cd`, `export`, `unset` and `alias` in it carry into later commands), \
+             `argv` (a program and its arguments, no shell) or `script_content` with \
+             `script_type`. Every command is validated first like execute_script (no hard-coded \
+             secrets, no dangerous constructs); a rejected one does not run and the session stays \
+             usable. It is killed after `timeout` seconds (default {default}, at most {max}); the \
+             session stays usable. One command runs at a time per session.",
+            default = e.default_timeout_secs,
+            max = e.max_timeout_secs,
+        ),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "session_id": session_id_arg(),
+                "command": {"type": "string", "minLength": 1, "description": "A bash command line, e.g. `cd src && python3 main.py`."},
+                "argv": {"type": "array", "minItems": 1, "items": {"type": "string"}, "description": "A program and its arguments, run without a shell."},
+                "script_content": {"type": "string", "minLength": 1, "maxLength": config.validation.max_chars, "description": "A whole script, run by the interpreter of `script_type`."},
+                "script_type": {"type": "string", "enum": ["python", "bash"]},
+                "timeout": {"type": "integer", "minimum": 1, "maximum": e.max_timeout_secs},
+                "stdin": {"type": "string", "maxLength": e.max_stdin_bytes}
+            },
+            "additionalProperties": false
+        }),
+        meta: session_meta(config, mode, true, "POST /v1/sessions/{id}/exec"),
+    };
+    let destroy = Tool {
+        name: SESSION_DESTROY,
+        title: "Stop a sandbox session",
+        description: "Stop a sandbox session: kill a running command and remove the sandbox with \
+            its files. Without `session_id`, the connection's implicit session."
+            .into(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {"session_id": session_id_arg()},
+            "additionalProperties": false
+        }),
+        meta: session_meta(config, mode, false, "DELETE /v1/sessions/{id}"),
+    };
+    let upload = Tool {
+        name: SESSION_UPLOAD,
+        title: "Write a file into a sandbox session",
+        description: "Write a file into a session's /workspace, replacing it whole (or not at all \
+            when it does not fit). Text is scanned for secrets. Returns its size and sha256."
+            .into(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "session_id": session_id_arg(),
+                "path": {"type": "string", "minLength": 1, "description": "Relative to /workspace, e.g. `src/main.py`."},
+                "content": {"type": "string"},
+                "encoding": {"type": "string", "enum": ["utf8", "base64"], "default": "utf8"}
+            },
+            "required": ["path", "content"],
+            "additionalProperties": false
+        }),
+        meta: session_meta(config, mode, false, "PUT /v1/sessions/{id}/files/{path}"),
+    };
+    let download = Tool {
+        name: SESSION_DOWNLOAD,
+        title: "Read a file from a sandbox session",
+        description: "Read a file from a session's /workspace: its content (utf8 text, or base64 \
+            for binary files), size and sha256."
+            .into(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "session_id": session_id_arg(),
+                "path": {"type": "string", "minLength": 1, "description": "Relative to /workspace."}
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        }),
+        meta: ToolMeta {
+            read_only: true,
+            ..session_meta(config, mode, false, "GET /v1/sessions/{id}/files/{path}")
+        },
+    };
+    vec![create, exec, destroy, upload, download]
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ pub(super) struct ExecIn {
 }
 
 impl ExecIn {
-    fn check(self) -> Result<ExecRequest, ApiError> {
+    pub(super) fn check(self) -> Result<ExecRequest, ApiError> {
         let mode = match (
             self.command,
             self.argv,
@@ -119,7 +119,7 @@ pub(super) struct CommandOut {
 }
 
 impl CommandOut {
-    fn of(session_id: Uuid, c: &RunningCommand, carry: u64) -> Self {
+    pub(super) fn of(session_id: Uuid, c: &RunningCommand, carry: u64) -> Self {
         let r = c.snapshot();
         let cut = |b: &[u8]| {
             let n = b.len().min(usize::try_from(carry).unwrap_or(usize::MAX));

@@ -1,5 +1,6 @@
 //! `scriptgate mcp` on stdio against the real engine, driven by the official MCP Python SDK (the
-//! same client as the contract test of `/mcp`, `contract::mcp`), and the cleanup of stdio servers'
+//! same clients as the contract tests of `/mcp`, `contract::mcp`: one-shot tools and session
+//! tools), and the cleanup of stdio servers'
 //! containers.
 
 use std::process::Command;
@@ -11,16 +12,19 @@ async fn the_python_sdk_uses_the_stdio_server() {
     let data = tempfile::tempdir().expect("tempdir");
     let instance_prefix = "mcp-";
     let before = harness::containers_with_prefix(instance_prefix).await;
-    for mode in ["legacy", "auto"] {
+    let runs = ["mcp_client.py", "mcp_sessions_client.py"]
+        .into_iter()
+        .flat_map(|script| ["legacy", "auto"].map(|mode| (script, mode)));
+    for (script, mode) in runs {
         let mut client = Command::new(harness::python());
         client
-            .arg(harness::py_script("mcp_client.py"))
+            .arg(harness::py_script(script))
             .args(["stdio", env!("CARGO_BIN_EXE_scriptgate"), mode])
             .env("SCRIPTGATE_DATA_DIR", data.path())
             .env("SCRIPTGATE_SANDBOX__POOL__SIZE", "1")
             .env("RUST_LOG", "warn");
         let out = harness::run_ok(client).await;
-        assert!(out.trim_end().ends_with("OK"), "{mode}: {out}");
+        assert!(out.trim_end().ends_with("OK"), "{script} {mode}: {out}");
     }
     // Each stdio server removed its containers when its client closed the pipe.
     let after = harness::containers_with_prefix(instance_prefix).await;

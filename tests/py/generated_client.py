@@ -84,7 +84,10 @@ assert r.status_code == 401 and isinstance(r.parsed, ErrorBody) and r.parsed.err
 tools = list_tools.sync(client=client, format_=ToolFormat.OPENAI)
 assert isinstance(tools, ToolsOut), tools
 names = [t["function"]["name"] for t in tools.openai]
-assert names == ["execute_script", "validate_script", "run_job"], names
+assert names == [
+    "execute_script", "validate_script", "run_job", "session_create", "session_exec",
+    "session_destroy", "session_upload_file", "session_download_file",
+], names
 # A job: its typed result, the same by job id, and its artifact checked against its sha256.
 report = '{"passed": 3}\n'
 job = JobIn.from_dict({

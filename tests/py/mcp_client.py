@@ -22,7 +22,10 @@ async def exercise(client: Client) -> None:
     print("protocol:", client.protocol_version)
 
     tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert sorted(tools) == ["execute_script", "run_job", "validate_script"], sorted(tools)
+    assert sorted(tools) == [
+        "execute_script", "run_job", "session_create", "session_destroy",
+        "session_download_file", "session_exec", "session_upload_file", "validate_script",
+    ], sorted(tools)
     execute = tools["execute_script"]
     props = execute.input_schema["properties"]
     assert props["script_type"]["enum"] == ["python", "bash"], props

@@ -38,9 +38,11 @@ use crate::auth::Caller;
 use crate::domain::script::Script;
 use crate::executions::{Executions, Submitted};
 use crate::sandbox::job::JobStatus;
+use crate::sessions::Sessions;
 
 mod artifacts;
 pub(crate) mod route;
+mod sessions;
 
 /// Why the stdio server stopped serving.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +60,8 @@ pub(crate) struct McpServer {
     executions: Arc<Executions>,
     tools: Arc<Vec<Tool>>,
     profiles: Arc<crate::sandbox::profiles::Profiles>,
+    /// The session tools, with this connection's implicit session.
+    sessions: sessions::SessionTools,
     /// The caller when the transport has no per-request identity (stdio).
     fixed_caller: Option<Caller>,
 }
@@ -65,12 +69,19 @@ pub(crate) struct McpServer {
 impl McpServer {
     fn new(
         executions: Arc<Executions>,
+        service_sessions: Arc<Sessions>,
+        stateless: Option<Arc<sessions::Implicit>>,
         catalog: &Catalog,
         tools: Arc<Vec<Tool>>,
         fixed: Option<Caller>,
     ) -> Self {
         McpServer {
             executions,
+            sessions: sessions::SessionTools {
+                connection: sessions::Implicit::new(service_sessions.clone()),
+                sessions: service_sessions,
+                stateless,
+            },
             profiles: catalog.profiles.clone(),
             tools,
             fixed_caller: fixed,
@@ -164,6 +175,14 @@ impl McpServer {
     }
 }
 
+/// A request of the HTTP transport without an MCP session (stateless): no connection holds an
+/// implicit session for it.
+fn stateless(cx: &RequestContext<RoleServer>) -> bool {
+    cx.extensions
+        .get::<http::request::Parts>()
+        .is_some_and(|p| !p.headers.contains_key("mcp-session-id"))
+}
+
 /// Tool arguments, read as strictly as the REST API reads its bodies.
 fn arguments<T: serde::de::DeserializeOwned>(args: JsonObject) -> Result<T, CallToolResult> {
     let bytes = serde_json::to_vec(&Value::Object(args)).unwrap_or_default();
@@ -217,10 +236,19 @@ impl ServerHandler for McpServer {
             return Err(ErrorData::internal_error("no authenticated caller", None));
         };
         let args = request.arguments.unwrap_or_default();
+        let session = sessions::SessionCall {
+            tools: &self.sessions,
+            stateless: stateless(&context),
+        };
         let result = match request.name.as_ref() {
             catalog::EXECUTE => self.execute(&caller, args).await,
             catalog::VALIDATE => self.validate(args).await,
             catalog::RUN_JOB => self.run_job(&caller, args).await,
+            catalog::SESSION_CREATE => session.create(&caller, args).await,
+            catalog::SESSION_EXEC => session.exec(&caller, args).await,
+            catalog::SESSION_DESTROY => session.destroy(&caller, args).await,
+            catalog::SESSION_UPLOAD => session.upload(&caller, args).await,
+            catalog::SESSION_DOWNLOAD => session.download(&caller, args).await,
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("tool not found: {other}"),
@@ -264,15 +292,18 @@ pub(crate) fn mcp_tools(catalog: &Catalog) -> Vec<Tool> {
             let mut tool = Tool::new(t.name, t.description.clone(), input);
             tool.title = Some(t.title.to_string());
             let output = match t.name {
-                catalog::EXECUTE => "ExecuteOut",
-                catalog::RUN_JOB => "JobOut",
-                _ => "Verdict",
+                catalog::EXECUTE => Some("ExecuteOut"),
+                catalog::RUN_JOB => Some("JobOut"),
+                catalog::SESSION_EXEC => Some("CommandOut"),
+                catalog::VALIDATE => Some("Verdict"),
+                // Small objects described in the tools' descriptions.
+                _ => None,
             };
-            tool.output_schema = Some(Arc::new(output_schema(output)));
+            tool.output_schema = output.map(|o| Arc::new(output_schema(o)));
             tool.annotations = Some(
                 ToolAnnotations::with_title(t.title)
                     .read_only(t.meta.read_only)
-                    .destructive(false)
+                    .destructive(t.name == catalog::SESSION_DESTROY)
                     .idempotent(t.meta.read_only),
             );
             let meta = serde_json::to_value(&t.meta).unwrap_or(Value::Null);
@@ -319,11 +350,13 @@ pub(crate) struct HttpSettings {
 /// authentication (which puts the [`Caller`] in the request's extensions).
 pub(crate) fn http_service(
     executions: Arc<Executions>,
+    sessions: Arc<Sessions>,
     catalog: &Catalog,
     settings: HttpSettings,
 ) -> StreamableHttpService<McpServer, LocalSessionManager> {
     let tools = Arc::new(mcp_tools(catalog));
     let catalog = catalog.clone();
+    let stateless = sessions::Implicit::new(sessions.clone());
     let mut config =
         StreamableHttpServerConfig::default().with_cancellation_token(settings.shutdown);
     config = if settings.allowed_hosts.is_empty() {
@@ -335,6 +368,8 @@ pub(crate) fn http_service(
         move || {
             Ok(McpServer::new(
                 executions.clone(),
+                sessions.clone(),
+                Some(stateless.clone()),
                 &catalog,
                 tools.clone(),
                 None,
@@ -348,11 +383,14 @@ pub(crate) fn http_service(
 /// Serves MCP on stdin/stdout until the client disconnects; every call runs as `caller`.
 pub(crate) async fn serve_stdio(
     executions: Arc<Executions>,
+    sessions: Arc<Sessions>,
     catalog: &Catalog,
     caller: Caller,
 ) -> Result<(), StdioError> {
     let server = McpServer::new(
         executions,
+        sessions,
+        None,
         catalog,
         Arc::new(mcp_tools(catalog)),
         Some(caller),

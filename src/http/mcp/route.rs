@@ -19,7 +19,12 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
     let Some(settings) = &state.mcp else {
         return Router::new();
     };
-    let service = super::http_service(state.executions.clone(), &state.tools, settings.clone());
+    let service = super::http_service(
+        state.executions.clone(),
+        state.sessions.clone(),
+        &state.tools,
+        settings.clone(),
+    );
     Router::new()
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(

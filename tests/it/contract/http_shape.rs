@@ -375,7 +375,7 @@ async fn tool_definitions_come_in_both_shapes_with_the_configured_limits() {
     assert_eq!(status, StatusCode::OK, "{both}");
     let openai = both["openai"].as_array().expect("openai tools");
     let anthropic = both["anthropic"].as_array().expect("anthropic tools");
-    assert_eq!(openai.len(), 3);
+    assert_eq!(openai.len(), 8);
     assert_eq!(openai[0]["type"], "function");
     assert_eq!(openai[0]["function"]["name"], "execute_script");
     let params = &openai[0]["function"]["parameters"];

@@ -97,3 +97,58 @@ async fn the_http_endpoint_needs_an_agent_token() {
     assert_eq!(agent.status(), 200);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_sdk_uses_the_session_tools_and_the_connection_owns_its_session() {
+    let s = secured().await;
+    for mode in ["legacy", "auto"] {
+        let mut client = Command::new(harness::python());
+        client
+            .arg(harness::py_script("mcp_sessions_client.py"))
+            .args(["http", &format!("{}/mcp", s.url), AGENT, mode]);
+        let out = harness::run_ok(client).await;
+        assert!(out.trim_end().ends_with("OK"), "{mode}: {out}");
+        let implicit = out
+            .lines()
+            .find_map(|l| l.strip_prefix("implicit: "))
+            .unwrap_or_else(|| panic!("{mode}: no implicit session in {out}"))
+            .trim()
+            .to_string();
+        if mode == "auto" {
+            // The SDK's negotiation picks the stateless transport: no connection owns the
+            // session, which lives until its idle timeout (or a delete).
+            let gone = s
+                .client
+                .delete(format!("{}/v1/sessions/{implicit}", s.url))
+                .bearer_auth(AGENT)
+                .send()
+                .await
+                .expect("request");
+            assert_eq!(gone.status(), 204, "{mode}");
+            continue;
+        }
+        // The connection ended: its implicit session is destroyed (its record stays, stopped).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let view: serde_json::Value = s
+                .client
+                .get(format!("{}/v1/sessions/{implicit}", s.url))
+                .bearer_auth(AGENT)
+                .send()
+                .await
+                .expect("request")
+                .json()
+                .await
+                .expect("json");
+            if view["state"] == "stopped" {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{mode}: the implicit session outlived its connection: {view}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    s.stop().await;
+}

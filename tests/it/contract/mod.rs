@@ -8,4 +8,5 @@ mod jobs;
 mod mcp;
 mod openapi;
 mod policy;
+mod session_cli;
 mod sessions;
