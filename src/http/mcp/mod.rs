@@ -1,5 +1,6 @@
-//! The MCP server: `execute_script`, `validate_script` and `run_job` as MCP tools with structured
-//! results, over streamable HTTP at `/mcp` (behind the same bearer tokens as the REST API) and
+//! The MCP server: `execute_script`, `validate_script`, `run_job` and the session tools
+//! (`session_create`, `session_exec`, `session_destroy`, `session_upload_file`,
+//! `session_download_file`; `sessions.rs`) as MCP tools with structured results, over streamable HTTP at `/mcp` (behind the same bearer tokens as the REST API) and
 //! over stdio (`scriptgate mcp`). Tools, their input schemas and descriptions come from the tool
 //! catalog; output schemas come from the OpenAPI components, so every integration describes one
 //! contract.
@@ -208,8 +209,11 @@ impl ServerHandler for McpServer {
             .with_instructions(
                 "Run Python and Bash scripts in a one-use, network-less sandbox \
                  (execute_script), only check them (validate_script), or run a structured job \
-                 of typed steps with files in and artifacts out (run_job). Everything is \
-                 validated first: no hard-coded secrets, no dangerous constructs; rejected work \
+                 of typed steps with files in and artifacts out (run_job). For work in steps, \
+                 keep a sandbox across calls (session_create, session_exec, \
+                 session_upload_file, session_download_file, session_destroy): its files, \
+                 working directory and environment persist; without a session_id the calls \
+                 share this connection's own session. Everything is validated first: no hard-coded secrets, no dangerous constructs; rejected work \
                  does not run and the result says why. Files a run returns come back as \
                  images, embedded resources or resource links (read them with resources/read).",
             )
