@@ -163,6 +163,15 @@ mod tests {
             "def f():\n    while 1:\n        with a:\n            break\n",
             None,
         ),
+        ("nonlocal x\n", Some("nonlocal-outside-function")),
+        (
+            "class C:\n    nonlocal x\n",
+            Some("nonlocal-outside-function"),
+        ),
+        (
+            "def f():\n    x = 1\n    def g():\n        nonlocal x\n",
+            None,
+        ),
     ];
 
     const BASH: &[(&str, Option<&str>)] = &[

@@ -50,6 +50,7 @@ pub struct PySyntax {
     /// `for_statement`, `while_statement`.
     loops: [u16; 2],
     else_clause: u16,
+    nonlocal_statement: u16,
     clauses: [u16; 5],
     expression_statement: u16,
     named_expression: u16,
@@ -88,6 +89,7 @@ impl PySyntax {
             loop_exits: [k("break_statement"), k("continue_statement")],
             loops: [k("for_statement"), k("while_statement")],
             else_clause: k("else_clause"),
+            nonlocal_statement: k("nonlocal_statement"),
             clauses: [
                 k("elif_clause"),
                 k("else_clause"),
@@ -125,6 +127,7 @@ impl PySyntax {
             self.argument_list,
         ];
         kinds.extend(self.loop_exits);
+        kinds.push(self.nonlocal_statement);
         kinds.extend(self.clauses);
         kinds.extend(self.forms.kinds());
         kinds.push(self.identifier);
@@ -252,6 +255,12 @@ impl PySyntax {
             } else {
                 bad("continue-outside-loop", "'continue' not properly in loop");
             }
+        } else if kind == self.nonlocal_statement && !self.in_function(frames) {
+            // In a class body outside any function there is no enclosing binding either.
+            bad(
+                "nonlocal-outside-function",
+                "nonlocal declaration not allowed at module level",
+            );
         } else if kind == self.yield_ && !self.in_function(frames) {
             bad("yield-outside-function", "'yield' outside function");
         } else if kind == self.yield_
