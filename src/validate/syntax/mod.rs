@@ -164,6 +164,8 @@ mod tests {
             None,
         ),
         ("nonlocal x\n", Some("nonlocal-outside-function")),
+        ("from m import a,\n", Some("invalid-syntax")),
+        ("from m import (a,)\n", None),
         (
             "class C:\n    nonlocal x\n",
             Some("nonlocal-outside-function"),

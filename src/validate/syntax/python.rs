@@ -51,6 +51,7 @@ pub struct PySyntax {
     loops: [u16; 2],
     else_clause: u16,
     nonlocal_statement: u16,
+    import_from_statement: u16,
     clauses: [u16; 5],
     expression_statement: u16,
     named_expression: u16,
@@ -90,6 +91,7 @@ impl PySyntax {
             loops: [k("for_statement"), k("while_statement")],
             else_clause: k("else_clause"),
             nonlocal_statement: k("nonlocal_statement"),
+            import_from_statement: k("import_from_statement"),
             clauses: [
                 k("elif_clause"),
                 k("else_clause"),
@@ -128,6 +130,7 @@ impl PySyntax {
         ];
         kinds.extend(self.loop_exits);
         kinds.push(self.nonlocal_statement);
+        kinds.push(self.import_from_statement);
         kinds.extend(self.clauses);
         kinds.extend(self.forms.kinds());
         kinds.push(self.identifier);
@@ -255,6 +258,11 @@ impl PySyntax {
             } else {
                 bad("continue-outside-loop", "'continue' not properly in loop");
             }
+        } else if kind == self.import_from_statement && unparenthesized_trailing_comma(node, src) {
+            bad(
+                "invalid-syntax",
+                "trailing comma not allowed without surrounding parentheses",
+            );
         } else if kind == self.nonlocal_statement && !self.in_function(frames) {
             // In a class body outside any function there is no enclosing binding either.
             bad(
@@ -468,6 +476,12 @@ impl PySyntax {
             ));
         }
     }
+}
+
+/// `from m import a,` (the grammar takes it; CPython wants `from m import (a,)`).
+fn unparenthesized_trailing_comma(node: Node<'_>, src: &str) -> bool {
+    let last = node.child(node.child_count().saturating_sub(1));
+    last.is_some_and(|c| text(c, src) == ",") && !has_child_text(node, src, "(")
 }
 
 fn has_leading_zero(t: &str) -> bool {
