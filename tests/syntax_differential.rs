@@ -410,6 +410,8 @@ fn generated_seeds(language: Language) -> &'static [&'static str] {
             "s = 'a\\\nb'\nt = f'{s}' f\"{s:{w}}\" '''\n'''\n",
             "@dec\nclass C(B, metaclass=M):\n    x = lambda self, *a, k=1: (yield)\n",
             "if (n := len(a)) > 3 and \\\n        b:\n    print(n); print(a)\n",
+            "for i in x:\n    if i:\n        continue\nelse:\n    break\nwhile a:\n    def f():\n        break\n",
+            "nonlocal a\nclass C:\n    nonlocal b\ndef f():\n    x = 1\n    def g():\n        nonlocal x\n",
             "with (open(a) as f,\n      open(b) as g):\n    global x\n    x = 0o17 + 1_000 + 1j\n",
         ],
         Language::Bash => &[

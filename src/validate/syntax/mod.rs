@@ -133,6 +133,47 @@ mod tests {
             "match x:\n    case [\"a\", y]:\n        pass\n    case _:\n        pass\n",
             None,
         ),
+        ("break\n", Some("break-outside-loop")),
+        ("if x:\n    continue\n", Some("continue-outside-loop")),
+        (
+            "for i in x:\n    pass\nelse:\n    break\n",
+            Some("break-outside-loop"),
+        ),
+        (
+            "while x:\n    def f():\n        continue\n",
+            Some("continue-outside-loop"),
+        ),
+        (
+            "for i in x:\n    class C:\n        break\n",
+            Some("break-outside-loop"),
+        ),
+        (
+            "for i in x:\n    if i:\n        break\n    continue\n",
+            None,
+        ),
+        (
+            "while a:\n    for i in x:\n        pass\n    else:\n        break\n",
+            None,
+        ),
+        (
+            "for i in x:\n    try:\n        pass\n    finally:\n        continue\n",
+            None,
+        ),
+        (
+            "def f():\n    while 1:\n        with a:\n            break\n",
+            None,
+        ),
+        ("nonlocal x\n", Some("nonlocal-outside-function")),
+        ("from m import a,\n", Some("invalid-syntax")),
+        ("from m import (a,)\n", None),
+        (
+            "class C:\n    nonlocal x\n",
+            Some("nonlocal-outside-function"),
+        ),
+        (
+            "def f():\n    x = 1\n    def g():\n        nonlocal x\n",
+            None,
+        ),
     ];
 
     const BASH: &[(&str, Option<&str>)] = &[

@@ -45,6 +45,13 @@ pub struct PySyntax {
     function_definition: u16,
     lambda: u16,
     class_definition: u16,
+    /// `break_statement`, `continue_statement`.
+    loop_exits: [u16; 2],
+    /// `for_statement`, `while_statement`.
+    loops: [u16; 2],
+    else_clause: u16,
+    nonlocal_statement: u16,
+    import_from_statement: u16,
     clauses: [u16; 5],
     expression_statement: u16,
     named_expression: u16,
@@ -80,6 +87,11 @@ impl PySyntax {
             function_definition: k("function_definition"),
             lambda: k("lambda"),
             class_definition: k("class_definition"),
+            loop_exits: [k("break_statement"), k("continue_statement")],
+            loops: [k("for_statement"), k("while_statement")],
+            else_clause: k("else_clause"),
+            nonlocal_statement: k("nonlocal_statement"),
+            import_from_statement: k("import_from_statement"),
             clauses: [
                 k("elif_clause"),
                 k("else_clause"),
@@ -116,6 +128,9 @@ impl PySyntax {
             self.expression_statement,
             self.argument_list,
         ];
+        kinds.extend(self.loop_exits);
+        kinds.push(self.nonlocal_statement);
+        kinds.push(self.import_from_statement);
         kinds.extend(self.clauses);
         kinds.extend(self.forms.kinds());
         kinds.push(self.identifier);
@@ -237,6 +252,23 @@ impl PySyntax {
             );
         } else if kind == self.return_statement && !self.in_function(frames) {
             bad("return-outside-function", "'return' outside function");
+        } else if self.loop_exits.contains(&kind) && !self.in_loop(frames) {
+            if kind == self.loop_exits[0] {
+                bad("break-outside-loop", "'break' outside loop");
+            } else {
+                bad("continue-outside-loop", "'continue' not properly in loop");
+            }
+        } else if kind == self.import_from_statement && unparenthesized_trailing_comma(node, src) {
+            bad(
+                "invalid-syntax",
+                "trailing comma not allowed without surrounding parentheses",
+            );
+        } else if kind == self.nonlocal_statement && !self.in_function(frames) {
+            // In a class body outside any function there is no enclosing binding either.
+            bad(
+                "nonlocal-outside-function",
+                "nonlocal declaration not allowed at module level",
+            );
         } else if kind == self.yield_ && !self.in_function(frames) {
             bad("yield-outside-function", "'yield' outside function");
         } else if kind == self.yield_
@@ -392,6 +424,23 @@ impl PySyntax {
             .is_some_and(|f| text(f.node, src).starts_with("async"))
     }
 
+    /// Inside the body of a `for`/`while` of the innermost function or class: a loop's `else:`
+    /// is outside it, and a `def`/`class`/`lambda` starts a new scope with no loop around it.
+    fn in_loop(&self, frames: &[Frame<'_>]) -> bool {
+        let mut came_from = None;
+        for p in frames.iter().rev() {
+            let k = p.kind;
+            if self.loops.contains(&k) && came_from != Some(self.else_clause) {
+                return true;
+            }
+            if k == self.function_definition || k == self.lambda || k == self.class_definition {
+                return false;
+            }
+            came_from = Some(k);
+        }
+        false
+    }
+
     fn in_function(&self, frames: &[Frame<'_>]) -> bool {
         for p in frames.iter().rev() {
             let k = p.kind;
@@ -427,6 +476,12 @@ impl PySyntax {
             ));
         }
     }
+}
+
+/// `from m import a,` (the grammar takes it; CPython wants `from m import (a,)`).
+fn unparenthesized_trailing_comma(node: Node<'_>, src: &str) -> bool {
+    let last = node.child(node.child_count().saturating_sub(1));
+    last.is_some_and(|c| text(c, src) == ",") && !has_child_text(node, src, "(")
 }
 
 fn has_leading_zero(t: &str) -> bool {
