@@ -8,6 +8,7 @@ mod bash_words;
 pub mod python;
 pub mod python_forms;
 mod python_lines;
+mod python_scope;
 
 use tree_sitter::Node;
 
