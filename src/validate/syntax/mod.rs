@@ -6,8 +6,6 @@
 pub mod bash;
 mod bash_words;
 pub mod python;
-pub mod python_forms;
-mod python_lines;
 
 use tree_sitter::Node;
 
