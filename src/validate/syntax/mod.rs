@@ -4,7 +4,6 @@
 //! The checks run per node inside the one validation walk (`super::walk`).
 
 pub mod bash;
-mod bash_words;
 pub mod python;
 
 use tree_sitter::Node;
