@@ -55,13 +55,13 @@ fn inherited_listener(fd: std::os::fd::RawFd) -> anyhow::Result<tokio::net::TcpL
     Ok(tokio::net::TcpListener::from_std(listener)?)
 }
 
-pub(crate) fn mcp_stdio(
-    file: Option<PathBuf>,
+/// Points `config` at `data_dir`, or at a new temporary directory, which is removed when the
+/// returned guard drops (commands that keep no data unless told where).
+pub(crate) fn data_dir_or_temporary(
+    config: &mut Config,
     data_dir: Option<PathBuf>,
-    agent: String,
-) -> anyhow::Result<ExitCode> {
-    let mut config = Config::load(file.as_deref())?;
-    let temporary = match data_dir {
+) -> std::io::Result<Option<tempfile::TempDir>> {
+    Ok(match data_dir {
         Some(dir) => {
             config.data_dir = Some(dir);
             None
@@ -71,7 +71,16 @@ pub(crate) fn mcp_stdio(
             config.data_dir = Some(dir.path().to_path_buf());
             Some(dir)
         }
-    };
+    })
+}
+
+pub(crate) fn mcp_stdio(
+    file: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+    agent: String,
+) -> anyhow::Result<ExitCode> {
+    let mut config = Config::load(file.as_deref())?;
+    let temporary = data_dir_or_temporary(&mut config, data_dir)?;
     // stdout carries the protocol: logs go to stderr (as always).
     init_tracing(config.log_format);
     let runtime = tokio::runtime::Runtime::new()?;
