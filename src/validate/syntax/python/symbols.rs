@@ -11,7 +11,7 @@
 
 use tree_sitter::Node;
 
-use super::python_forms::Problem;
+use super::forms::Problem;
 use crate::rules::grammar::text;
 
 fn invalid(message: String) -> Option<Problem> {
@@ -354,7 +354,7 @@ mod tests {
                 ValidationConfig::default(),
             )
         });
-        super::super::check(&VALIDATOR, &Script::new(Language::Python, src))
+        crate::validate::syntax::check(&VALIDATOR, &Script::new(Language::Python, src))
             .into_iter()
             .map(|f| f.message)
             .collect()

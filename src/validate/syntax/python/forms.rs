@@ -7,7 +7,7 @@ use std::fmt;
 
 use tree_sitter::{Node, TreeCursor};
 
-use super::python_scope;
+use super::symbols;
 use crate::rules::grammar::{Grammar, text};
 
 /// A CPython minor version (`3.11`).
@@ -136,19 +136,19 @@ impl Forms {
         let kind = node.kind_id();
         if kind == self.parameters || kind == self.lambda_parameters {
             self.bare_star(node, scratch)
-                .or_else(|| python_scope::parameters(node, src))
+                .or_else(|| symbols::parameters(node, src))
         } else if kind == self.argument_list {
-            python_scope::arguments(node, src)
+            symbols::arguments(node, src)
         } else if kind == self.augmented_assignment {
-            python_scope::augmented_target(node)
+            symbols::augmented_target(node)
         } else if kind == self.assignment {
-            python_scope::assignment(node, src)
+            symbols::assignment(node, src)
         } else if kind == self.await_ {
-            python_scope::await_outside(node, src)
+            symbols::await_outside(node, src)
         } else if kind == self.for_in_clause {
-            python_scope::comprehension_clause(node, src)
+            symbols::comprehension_clause(node, src)
         } else if self.declarations.contains(&kind) {
-            python_scope::declaration(node, src)
+            symbols::declaration(node, src)
         } else if kind == self.type_conversion {
             conversion(text(node, src))
         } else if kind == self.delete_statement {
