@@ -120,8 +120,17 @@ fn code_after_flag<'t>(
         .iter()
         .position(|a| sem.fold(*a).is_some_and(|v| is_code_flag(flags, &v)))?;
     let anchor = *inv.args.get(at + 1).unwrap_or(&inv.args[at]);
-    let code = inv.args.get(at + 1).and_then(|n| sem.fold(*n));
+    let mut code = inv.args.get(at + 1).and_then(|n| sem.fold(*n));
     let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
+    if language == Some(Language::Bash)
+        && let Some(c) = code.as_mut()
+    {
+        let params: Vec<Option<String>> = inv.args[(at + 2).min(inv.args.len())..]
+            .iter()
+            .map(|a| sem.fold(*a))
+            .collect();
+        bind_positional(c, &params);
+    }
     Some(Embedded {
         interpreter: interpreter.to_string(),
         language,
@@ -129,6 +138,64 @@ fn code_after_flag<'t>(
         anchor,
         verbatim_at,
     })
+}
+
+/// `sh -c 'rm -rf "$1"/*' _ /`: the words after the code are `$0`, `$1`, …; each constant one is
+/// put in place of `$N` / `${N}` (and `$@` / `$*` when all are constant), so the code is checked
+/// with the values it will run with. A value holding quoting or expansion characters is left
+/// out: substituting it could change how the code parses.
+fn bind_positional(code: &mut String, params: &[Option<String>]) {
+    fn plain(v: &str) -> bool {
+        !v.contains(['"', '\'', '\\', '$', '`'])
+    }
+    if params.is_empty() || !code.contains('$') {
+        return;
+    }
+    let value = |n: usize| {
+        params
+            .get(n)
+            .and_then(|v| v.as_deref())
+            .filter(|v| plain(v))
+    };
+    let all: Option<Vec<&str>> = params
+        .iter()
+        .skip(1)
+        .map(|v| v.as_deref().filter(|v| plain(v)))
+        .collect();
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code.as_str();
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let escaped = out.ends_with('\\');
+        let (n, len) = if let Some(d) = after.chars().next().filter(char::is_ascii_digit) {
+            (Some(d as usize - '0' as usize), 1)
+        } else if let Some(inner) = after.strip_prefix('{').and_then(|a| a.split_once('}')) {
+            (
+                inner.0.parse::<usize>().ok().filter(|n| *n < 10),
+                inner.0.len() + 2,
+            )
+        } else {
+            (None, 0)
+        };
+        let replacement = match (n, after.chars().next()) {
+            (Some(n), _) => value(n).map(|v| (v.to_string(), len)),
+            (None, Some('@' | '*')) => all.as_ref().map(|a| (a.join(" "), 1)),
+            _ => None,
+        };
+        match replacement.filter(|_| !escaped) {
+            Some((v, len)) => {
+                out.push_str(&v);
+                rest = &after[len..];
+            }
+            None => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    *code = out;
 }
 
 /// `python3 -c'print(1)'`: the code glued to the flag.
@@ -273,4 +340,31 @@ fn piped_program<'t>(
         code: Some(code),
         anchor,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bind_positional;
+
+    fn bound(code: &str, params: &[&str]) -> String {
+        let mut c = code.to_string();
+        let p: Vec<Option<String>> = params.iter().map(|p| Some(p.to_string())).collect();
+        bind_positional(&mut c, &p);
+        c
+    }
+
+    #[test]
+    fn positional_parameters_take_the_words_after_the_code() {
+        assert_eq!(bound("rm -rf \"$1\"/*", &["_", "/"]), "rm -rf \"/\"/*");
+        assert_eq!(bound("echo ${2} $0", &["sh", "a", "b"]), "echo b sh");
+        assert_eq!(
+            bound("rm -rf $@", &["_", "/etc", "/usr"]),
+            "rm -rf /etc /usr"
+        );
+        assert_eq!(
+            bound("echo \\$1 $HOME $9", &["_", "x"]),
+            "echo \\$1 $HOME $9"
+        );
+        assert_eq!(bound("echo \"$1\"", &["_", "a\"b"]), "echo \"$1\"");
+    }
 }
