@@ -306,6 +306,14 @@ impl<'a> PySem<'a> {
                 })
                 .collect();
         }
+        // `parts = ["ghp_", "…"]; "".join(parts)`: a name bound once to a list or tuple literal.
+        if node.kind_id() == k.identifier
+            && d > 0
+            && let Some(Binding::Value(value)) = self.binding(&ident(node, self.src))
+            && (value.kind_id() == k.list || value.kind_id() == k.tuple)
+        {
+            return self.fold_items(value, d - 1);
+        }
         let s = self.fold_at(node, d)?;
         Some(s.chars().map(String::from).collect())
     }
