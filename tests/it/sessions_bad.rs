@@ -1,0 +1,247 @@
+//! Sessions under bad input, against the real engine: full writable places (uploads that do not
+//! fit, commands that fill /tmp or /dev/shm), clients that disconnect mid-stream, a memory
+//! balloon, `kill -9 -1`, commands that never end, and a thousand sessions requested at once.
+//! Each ends with the session usable (or stopped with a typed reason), the service healthy and
+//! nothing of the test's instance left behind.
+
+use std::time::{Duration, Instant};
+
+use scriptgate::config::Config;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::harness::{self, Service};
+
+async fn service(tweak: impl FnOnce(&mut Config)) -> Service {
+    Service::start(|c| {
+        c.sandbox.python_image = harness::runner_image();
+        c.sandbox.bash_image = harness::runner_image();
+        tweak(c);
+    })
+    .await
+}
+
+async fn create(s: &Service, body: Value) -> String {
+    let (status, out) = s.post("/v1/sessions", &body).await;
+    assert_eq!(status, 201, "{out}");
+    out["session_id"].as_str().expect("id").to_string()
+}
+
+async fn exec(s: &Service, id: &str, body: Value) -> Value {
+    let (status, out) = s.post(&format!("/v1/sessions/{id}/exec"), &body).await;
+    assert_eq!(status, 200, "{out}");
+    out
+}
+
+async fn line(s: &Service, id: &str, command: &str) -> Value {
+    exec(s, id, json!({"command": command, "timeout": 30})).await
+}
+
+async fn get(s: &Service, path: &str) -> (u16, Value) {
+    let r = s
+        .client
+        .get(format!("{}{path}", s.url))
+        .send()
+        .await
+        .expect("request");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn put(s: &Service, id: &str, path: &str, data: Vec<u8>) -> (u16, Value) {
+    let r = s
+        .client
+        .put(format!("{}/v1/sessions/{id}/files/{path}", s.url))
+        .body(data)
+        .send()
+        .await
+        .expect("put");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// The session's view once it is no longer busy (a bound on a hang, not a speed claim).
+async fn settled(s: &Service, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, view) = get(s, &format!("/v1/sessions/{id}")).await;
+        if view["state"] != "busy" {
+            return view;
+        }
+        assert!(Instant::now() < deadline, "still busy: {view}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+const MIB: usize = 1 << 20;
+
+#[tokio::test]
+async fn full_places_answer_enospc_or_507_and_leave_no_partial_file() {
+    // /tmp and /dev/shm: 8 MiB each; the session's workspace 16 MiB (the largest file, fsize,
+    // is the larger of /tmp and /workspace: 16 MiB, so /tmp and /dev/shm fill before it).
+    let s = service(|c| {
+        c.sandbox.limits.tmpfs_mb = 8;
+        c.sandbox.limits.shm_mb = 8;
+        c.sandbox.limits.workspace_mb = 32;
+    })
+    .await;
+    let id = create(&s, json!({"limits": {"workspace_mb": 16}})).await;
+
+    let sizes = line(
+        &s,
+        &id,
+        "df -k --output=size,target /workspace /tmp /dev/shm",
+    )
+    .await;
+    let out = sizes["stdout"].as_str().expect("stdout");
+    for (kib, place) in [(16384, "/workspace"), (8192, "/tmp"), (8192, "/dev/shm")] {
+        assert!(
+            out.lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == [&kib.to_string(), place]),
+            "{place} is not {kib} KiB: {out}"
+        );
+    }
+
+    // A command that fills /tmp or /dev/shm gets ENOSPC; the session goes on.
+    for place in ["/tmp", "/dev/shm"] {
+        let fill = line(&s, &id, &format!("head -c 12M /dev/zero > {place}/big")).await;
+        assert_ne!(fill["exit_code"], 0, "{fill}");
+        assert!(
+            fill["stderr"]
+                .as_str()
+                .expect("stderr")
+                .contains("No space left on device"),
+            "{fill}"
+        );
+        let (_, view) = get(&s, &format!("/v1/sessions/{id}")).await;
+        assert_eq!(view["state"], "ready", "{view}");
+        let next = line(
+            &s,
+            &id,
+            &format!("cd /workspace && echo usable && rm {place}/big"),
+        )
+        .await;
+        assert_eq!(next["stdout"], "usable\n", "{next}");
+        assert_eq!(next["exit_code"], 0, "{next}");
+    }
+
+    // An upload larger than the workspace: 507, nothing written.
+    let (status, refused) = put(&s, &id, "huge.bin", vec![7u8; 20 * MIB]).await;
+    assert_eq!(
+        (status, refused["error"]["type"].as_str()),
+        (507, Some("workspace_full")),
+        "{refused}"
+    );
+    // An upload that would fit an empty workspace but not this one; an existing file it would
+    // replace stays as it was.
+    let keep = b"the old contents\n".to_vec();
+    let (status, _) = put(&s, &id, "keep.txt", keep.clone()).await;
+    assert_eq!(status, 200);
+    let filled = line(&s, &id, "head -c 10M /dev/zero > /workspace/filler").await;
+    assert_eq!(filled["exit_code"], 0, "{filled}");
+    for path in ["data/new.bin", "keep.txt"] {
+        let (status, refused) = put(&s, &id, path, vec![1u8; 8 * MIB]).await;
+        assert_eq!(
+            (status, refused["error"]["type"].as_str()),
+            (507, Some("workspace_full")),
+            "{path}: {refused}"
+        );
+    }
+    let left = line(
+        &s,
+        &id,
+        "cd /workspace && find . -name 'new.bin' -o -name '*scriptgate*' -o -name 'huge.bin'; sha256sum keep.txt",
+    )
+    .await;
+    assert_eq!(
+        left["stdout"],
+        format!("{}  keep.txt\n", hex::encode(Sha256::digest(&keep))).as_str(),
+        "no partial or staged file may remain, the old file stays: {left}"
+    );
+
+    // Once there is room again, the same upload is written whole.
+    line(&s, &id, "rm /workspace/filler").await;
+    let data = vec![1u8; 8 * MIB];
+    let (status, written) = put(&s, &id, "data/new.bin", data.clone()).await;
+    assert_eq!(status, 200, "{written}");
+    assert_eq!(
+        written["sha256"],
+        hex::encode(Sha256::digest(&data)).as_str()
+    );
+    s.stop().await;
+}
+
+/// Starts `command` on `…/exec/stream`, reads until its first stdout chunk, then hangs up; the
+/// command's id.
+async fn stream_then_hang_up(s: &Service, id: &str, command: &str) -> String {
+    let mut response = s
+        .client
+        .post(format!("{}/v1/sessions/{id}/exec/stream", s.url))
+        .json(&json!({"command": command, "timeout": 60}))
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(response.status().as_u16(), 200);
+    let mut seen = String::new();
+    while !seen.contains("event: stdout") {
+        let chunk = response.chunk().await.expect("chunk").expect("more events");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    drop(response);
+    let data = seen
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .expect("the command event");
+    let first: Value = serde_json::from_str(data).expect("json");
+    first["command_id"]
+        .as_str()
+        .expect("command id")
+        .to_string()
+}
+
+/// The history entry of `command_id`.
+async fn entry(s: &Service, id: &str, command_id: &str) -> Value {
+    let (status, history) = get(s, &format!("/v1/sessions/{id}/history")).await;
+    assert_eq!(status, 200, "{history}");
+    history["commands"]
+        .as_array()
+        .expect("commands")
+        .iter()
+        .find(|c| c["command_id"] == command_id)
+        .cloned()
+        .unwrap_or_else(|| panic!("{command_id} is not in the history: {history}"))
+}
+
+#[tokio::test]
+async fn a_client_that_hangs_up_mid_stream_leaves_the_command_running_unless_configured() {
+    const SLOW: &str =
+        "for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.25; done; echo done > /workspace/marker";
+    // Default: the command runs to its end; its result is in the history.
+    let s = service(|_| {}).await;
+    let id = create(&s, json!({})).await;
+    let command_id = stream_then_hang_up(&s, &id, SLOW).await;
+    let view = settled(&s, &id).await;
+    assert_eq!(view["state"], "ready", "{view}");
+    let ran = entry(&s, &id, &command_id).await;
+    assert_eq!(
+        (ran["exit_code"].as_i64(), ran["error"].is_null()),
+        (Some(0), true),
+        "{ran}"
+    );
+    assert_eq!(ran["stdout_total_bytes"], 16, "{ran}");
+    let marker = line(&s, &id, "cat /workspace/marker").await;
+    assert_eq!(marker["stdout"], "done\n", "{marker}");
+    s.stop().await;
+
+    // `sessions.kill_on_disconnect`: the command is killed; the session stays usable.
+    let s = service(|c| c.sessions.kill_on_disconnect = true).await;
+    let id = create(&s, json!({})).await;
+    let command_id = stream_then_hang_up(&s, &id, SLOW).await;
+    let view = settled(&s, &id).await;
+    assert_eq!(view["state"], "ready", "{view}");
+    let killed = entry(&s, &id, &command_id).await;
+    assert_eq!(killed["error"]["type"], "killed", "{killed}");
+    let marker = line(&s, &id, "cat /workspace/marker 2>/dev/null || echo absent").await;
+    assert_eq!(marker["stdout"], "absent\n", "{marker}");
+    s.stop().await;
+}
