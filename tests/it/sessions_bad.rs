@@ -245,3 +245,154 @@ async fn a_client_that_hangs_up_mid_stream_leaves_the_command_running_unless_con
     assert_eq!(marker["stdout"], "absent\n", "{marker}");
     s.stop().await;
 }
+
+/// The state every command checks for: the working directory and an exported name.
+async fn state_kept(s: &Service, id: &str) {
+    let after = line(s, id, "pwd; echo $STAYS").await;
+    assert_eq!(after["stdout"], "/workspace/kept\nyes\n", "{after}");
+    let (_, view) = get(s, &format!("/v1/sessions/{id}")).await;
+    assert_eq!(view["state"], "ready", "{view}");
+}
+
+#[tokio::test]
+async fn a_balloon_kill_of_every_process_and_an_endless_command_end_that_command_only() {
+    let s = service(|_| {}).await;
+    let id = create(&s, json!({"limits": {"memory_mb": 128}})).await;
+    line(&s, &id, "mkdir -p kept && cd kept && export STAYS=yes").await;
+
+    // A memory balloon: the memory cgroup ends the command, typed; the session goes on.
+    let balloon = exec(
+        &s,
+        &id,
+        json!({"script_content": "chunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))\n", "script_type": "python", "timeout": 60}),
+    )
+    .await;
+    assert_eq!(
+        balloon["error"]["type"], "resource_limit_exceeded",
+        "{balloon}"
+    );
+    state_kept(&s, &id).await;
+
+    // `kill -9 -1`: the command line is refused by validation (nothing runs) ...
+    let refused = line(&s, &id, "kill -9 -1").await;
+    assert_eq!(refused["error"]["type"], "validation_failed", "{refused}");
+    state_kept(&s, &id).await;
+    // ... and where it gets past it (Python's os.kill, from a child: kill(-1) spares only the
+    // caller), it ends that command and everything it started, not the session.
+    let everything = exec(
+        &s,
+        &id,
+        json!({"script_content": "import os, subprocess\nsubprocess.Popen(['sleep', '30'])\nif os.fork() == 0:\n    os.kill(-1, 9)\n    os._exit(0)\nos.wait()\nprint('not reached')\n", "script_type": "python", "timeout": 30}),
+    )
+    .await;
+    assert_eq!(
+        (
+            everything["exit_code"].as_i64(),
+            everything["stdout"].as_str()
+        ),
+        (Some(137), Some("")),
+        "{everything}"
+    );
+    state_kept(&s, &id).await;
+    let sleepers = line(&s, &id, "ps -e -o comm= | grep -cx sleep || true").await;
+    assert_eq!(sleepers["stdout"], "0\n", "{sleepers}");
+
+    // A command that never ends and ignores the polite signals, with a child doing the same:
+    // both are gone at its timeout.
+    let endless = exec(
+        &s,
+        &id,
+        json!({"command": "trap '' TERM INT HUP; sh -c 'trap \"\" TERM INT HUP; while :; do :; done' & while :; do :; done", "timeout": 2}),
+    )
+    .await;
+    assert_eq!(
+        (
+            endless["timeout"].as_bool(),
+            endless["error"]["type"].as_str()
+        ),
+        (Some(true), Some("timeout")),
+        "{endless}"
+    );
+    state_kept(&s, &id).await;
+    let left = line(&s, &id, "ps -e -o comm= | grep -cx sh || true").await;
+    assert_eq!(left["stdout"], "0\n", "{left}");
+
+    let (status, health) = get(&s, "/healthz").await;
+    assert_eq!(status, 200, "{health}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_thousand_sessions_requested_at_once_get_the_caps_and_leak_nothing() {
+    use scriptgate::auth::TokenSpec;
+    const AGENTS: [(&str, &str); 2] = [
+        ("burst-a", "burst-token-a-5d1f0c"),
+        ("burst-b", "burst-token-b-8e2a7b"),
+    ];
+    // Caps of a few sessions keep the engine's load small: two per agent, three in all.
+    let s = service(|c| {
+        c.sessions.max_per_agent = 2;
+        c.sessions.max_total = 3;
+        c.agent_tokens = AGENTS
+            .iter()
+            .map(|(name, token)| TokenSpec {
+                name: (*name).into(),
+                token: Some((*token).into()),
+                sha256: None,
+            })
+            .collect();
+    })
+    .await;
+    let requests = (0..1000).map(|i| {
+        let (agent, token) = AGENTS[i % 2];
+        let request = s
+            .client
+            .post(format!("{}/v1/sessions", s.url))
+            .bearer_auth(token)
+            .json(&json!({"idle_timeout_secs": 600}));
+        async move {
+            let r = request.send().await.expect("request");
+            let status = r.status().as_u16();
+            (
+                agent,
+                status,
+                r.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    });
+    let answers = futures::future::join_all(requests).await;
+    let mut created: Vec<(&str, String)> = Vec::new();
+    for (agent, status, body) in &answers {
+        match status {
+            201 => created.push((agent, body["session_id"].as_str().expect("id").into())),
+            429 => assert_eq!(body["error"]["type"], "too_many_sessions", "{body}"),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    assert_eq!(created.len(), 3, "the total cap");
+    for (agent, _) in AGENTS {
+        let mine = created.iter().filter(|(a, _)| *a == agent).count();
+        assert!((1..=2).contains(&mine), "{agent} holds {mine}");
+    }
+    assert_eq!(harness::containers(&s.instance).await.len(), 3);
+    let (status, health) = get(&s, "/healthz").await;
+    assert_eq!(status, 200, "{health}");
+
+    for (agent, id) in &created {
+        let token = AGENTS.iter().find(|(a, _)| a == agent).expect("agent").1;
+        let r = s
+            .client
+            .delete(format!("{}/v1/sessions/{id}", s.url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("delete");
+        assert_eq!(r.status().as_u16(), 204);
+    }
+    assert_eq!(
+        harness::settle(&s.instance, 0, Duration::from_secs(30)).await,
+        0,
+        "every session container is removed"
+    );
+    s.stop().await;
+}
