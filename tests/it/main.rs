@@ -32,3 +32,4 @@ mod sandbox_limits;
 mod service;
 mod sessions;
 mod sessions_bad;
+mod sessions_jobs;
