@@ -99,6 +99,10 @@ enum Command {
     /// Run a script once on a running service (`POST /v1/execute`): a bash command line, or
     /// `--file`. Prints its output and exits with its exit code.
     Exec {
+        /// Print output as it is produced: the script runs in a session of its own (created,
+        /// streamed, destroyed), since `/v1/execute` answers only once the run has ended.
+        #[arg(long)]
+        stream: bool,
         #[command(flatten)]
         work: cli::client::Work,
         #[command(flatten)]
@@ -293,7 +297,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Policy { command, config } => cli::policy::run(command, config.as_deref()),
         Command::Job { command, config } => cli::job::run(command, config.as_deref()),
         Command::Session { command, target } => cli::client::session(command, target),
-        Command::Exec { work, target } => cli::client::exec(work, target),
+        Command::Exec {
+            work,
+            target,
+            stream,
+        } => cli::client::exec(work, target, stream),
         Command::Openapi => {
             std::io::stdout()
                 .lock()

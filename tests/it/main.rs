@@ -32,4 +32,5 @@ mod sandbox_limits;
 mod service;
 mod sessions;
 mod sessions_bad;
+mod sessions_cli;
 mod sessions_jobs;
