@@ -1,6 +1,7 @@
 //! Sessions under bad input, against the real engine: full writable places (uploads that do not
 //! fit, commands that fill /tmp or /dev/shm), clients that disconnect mid-stream, a memory
-//! balloon, `kill -9 -1`, commands that never end, and a thousand sessions requested at once.
+//! balloon, fork bombs and process floods, `kill -9 -1`, commands that never end, and a thousand
+//! sessions requested at once.
 //! Each ends with the session usable (or stopped with a typed reason), the service healthy and
 //! nothing of the test's instance left behind.
 
@@ -394,5 +395,37 @@ async fn a_thousand_sessions_requested_at_once_get_the_caps_and_leak_nothing() {
         0,
         "every session container is removed"
     );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_refused_and_a_process_flood_ends_with_its_command() {
+    let s = service(|_| {}).await;
+    let id = create(&s, json!({})).await;
+    line(&s, &id, "mkdir -p kept && cd kept && export STAYS=yes").await;
+    // Fork bombs are refused by validation (the shell's, and Python's fork in a loop) ...
+    let refused = line(&s, &id, ":(){ :|:& };:").await;
+    assert_eq!(refused["error"]["type"], "validation_failed", "{refused}");
+    let refused = exec(
+        &s,
+        &id,
+        json!({"script_content": "import os\nwhile True:\n    os.fork()\n", "script_type": "python"}),
+    )
+    .await;
+    assert_eq!(refused["error"]["type"], "validation_failed", "{refused}");
+    // ... a flood of processes gets past it and meets the pids limit: the command ends with
+    // everything it started, and the session goes on.
+    let flood = exec(
+        &s,
+        &id,
+        json!({"script_content": "import subprocess\nprocs = []\nfailed = 0\nwhile failed < 1000:\n    try:\n        procs.append(subprocess.Popen(['sleep', '600']))\n    except OSError:\n        failed += 1\nprint(len(procs) > 10, failed)\n", "script_type": "python", "timeout": 30}),
+    )
+    .await;
+    assert_eq!(flood["stdout"], "True 1000\n", "{flood}");
+    state_kept(&s, &id).await;
+    let left = line(&s, &id, "ps -e -o comm= | grep -c sleep || true").await;
+    assert_eq!(left["stdout"], "0\n", "{left}");
+    let (status, health) = get(&s, "/healthz").await;
+    assert_eq!(status, 200, "{health}");
     s.stop().await;
 }
