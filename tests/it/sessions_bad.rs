@@ -244,6 +244,26 @@ async fn a_client_that_hangs_up_mid_stream_leaves_the_command_running_unless_con
     assert_eq!(killed["error"]["type"], "killed", "{killed}");
     let marker = line(&s, &id, "cat /workspace/marker 2>/dev/null || echo absent").await;
     assert_eq!(marker["stdout"], "absent\n", "{marker}");
+    // The same for a client of `…/exec` (no stream) that gives up waiting.
+    let (_, before) = get(&s, &format!("/v1/sessions/{id}/history")).await;
+    let before = before["commands"].as_array().map_or(0, Vec::len);
+    let gave_up = s
+        .client
+        .post(format!("{}/v1/sessions/{id}/exec", s.url))
+        .json(&json!({"command": SLOW, "timeout": 60}))
+        .timeout(Duration::from_millis(700))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the command cannot have ended yet");
+    let view = settled(&s, &id).await;
+    assert_eq!(view["state"], "ready", "{view}");
+    let (_, history) = get(&s, &format!("/v1/sessions/{id}/history")).await;
+    let commands = history["commands"].as_array().expect("commands");
+    assert_eq!(commands.len(), before + 1, "{history}");
+    assert_eq!(commands[before]["command"], SLOW, "{history}");
+    assert_eq!(commands[before]["error"]["type"], "killed", "{history}");
+    let marker = line(&s, &id, "cat /workspace/marker 2>/dev/null || echo absent").await;
+    assert_eq!(marker["stdout"], "absent\n", "{marker}");
     s.stop().await;
 }
 
