@@ -186,3 +186,40 @@ async fn a_job_runs_in_the_session_workspace_and_answers_like_v1_jobs() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_write_past_the_file_size_limit_fails_typed_and_leaves_no_staged_file() {
+    // /workspace 1 MiB and the largest file (fsize) 1 MiB: a larger file reaches the per-file
+    // limit before the workspace is full. The write fails with EFBIG (not SIGXFSZ, which would
+    // kill the writer and leave its staged file behind).
+    let s = Service::start(|c| {
+        c.sandbox.python_image = harness::runner_image();
+        c.sandbox.bash_image = harness::runner_image();
+        c.sandbox.limits.tmpfs_mb = 1;
+        c.sandbox.limits.workspace_mb = 1;
+    })
+    .await;
+    // Short lines: the content is secret-scanned before the job runs.
+    let content: String = (0..150_000).map(|i| format!("{i:07}\n")).collect();
+    let (status, created) = s.post("/v1/sessions", &json!({})).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["session_id"].as_str().expect("id").to_string();
+    let job = json!({
+        "protocol_version": "1.0",
+        "constraints": {"max_runtime_seconds": 30, "allowed_paths": ["/workspace"]},
+        "steps": [
+            {"id": "big", "type": "write_file", "arguments": {"path": "/workspace/big.txt", "content": content}}
+        ]
+    });
+    let (status, done) = s.post(&format!("/v1/sessions/{id}/jobs"), &job).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["status"], "failure", "{done}");
+    assert_eq!(
+        done["steps"][0]["error"]["type"], "resource_limit_exceeded",
+        "{}",
+        done["steps"][0]
+    );
+    let left = line(&s, &id, "ls -A /workspace | wc -l").await;
+    assert_eq!(left["stdout"], "0\n", "{left}");
+    s.stop().await;
+}
