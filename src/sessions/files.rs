@@ -48,8 +48,7 @@ impl Sessions {
         data: Vec<u8>,
     ) -> Result<FileBody, SessionError> {
         let path = workspace_path(path)?;
-        // Larger than the whole workspace: refused here, since the largest file (fsize) may be
-        // the workspace's size, where the writer would die of SIGXFSZ instead of ENOSPC.
+        // Larger than the whole workspace: it cannot fit, so it is refused before it is sent.
         let room = self
             .get(caller, id)?
             .limits
