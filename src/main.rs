@@ -86,7 +86,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Policy { command, config } => cli::policy::run(command, config.as_deref()),
         Command::Job { command, config } => cli::job::run(command, config.as_deref()),
         Command::Session { command, target } => cli::client::session(command, target),
-        Command::Exec { work, target } => cli::client::exec(work, target),
+        Command::Exec {
+            work,
+            target,
+            stream,
+        } => cli::client::exec(work, target, stream),
         Command::Openapi => {
             std::io::stdout()
                 .lock()

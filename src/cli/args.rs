@@ -83,6 +83,10 @@ pub(crate) enum Command {
     /// Run a script once on a running service (`POST /v1/execute`): a bash command line, or
     /// `--file`. Prints its output and exits with its exit code.
     Exec {
+        /// Print output as it is produced: the script runs in a session of its own (created,
+        /// streamed, destroyed), since `/v1/execute` answers only once the run has ended.
+        #[arg(long)]
+        stream: bool,
         #[command(flatten)]
         work: cli::client::Work,
         #[command(flatten)]

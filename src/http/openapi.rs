@@ -18,7 +18,7 @@ use utoipa::{Modify, OpenApi};
 use super::error::ErrorBody;
 use super::{
     AppState, approvals, artifacts, events, execute, executions, health, jobs, profiles,
-    session_exec, session_files, sessions, tools, validate,
+    session_exec, session_files, session_jobs, sessions, tools, validate,
 };
 use crate::config::ExecutionSettings;
 use crate::sandbox::job::Maxima;
@@ -55,6 +55,7 @@ use crate::sandbox::profiles::Profiles;
         session_exec::kill,
         session_exec::output,
         session_exec::history,
+        session_jobs::run,
         session_files::upload,
         session_files::download,
         session_files::remove,

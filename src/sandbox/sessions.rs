@@ -122,6 +122,14 @@ pub struct FileAnswer {
     pub bytes: Option<Vec<u8>>,
 }
 
+/// How a job of the job protocol ended in a session: its complete result, and the artifacts
+/// that arrived intact (their sha256 checked).
+#[derive(Debug)]
+pub struct SessionJobEnd {
+    pub result: super::job::JobResult,
+    pub files: Vec<super::ArtifactFile>,
+}
+
 /// A session container that can no longer serve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionFault {
@@ -155,6 +163,9 @@ pub trait SessionBox: std::fmt::Debug + Send + Sync {
         set: BTreeMap<String, String>,
         unset: Vec<String>,
     ) -> BoxFuture<'_, Result<ShellState, SessionFault>>;
+    /// Runs a job of the job protocol in the session's workspace and working state, as a job
+    /// container runs it (the agent enforces its deadline; no command runs meanwhile).
+    fn run_job(&self, run: super::JobRun) -> BoxFuture<'_, Result<SessionJobEnd, SessionFault>>;
     /// Removes the container now and waits for that.
     fn close(&self) -> BoxFuture<'_, ()>;
 }

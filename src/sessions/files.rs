@@ -48,6 +48,21 @@ impl Sessions {
         data: Vec<u8>,
     ) -> Result<FileBody, SessionError> {
         let path = workspace_path(path)?;
+        // Larger than the whole workspace: it cannot fit, so it is refused before it is sent.
+        let room = self
+            .get(caller, id)?
+            .limits
+            .workspace_mb
+            .saturating_mul(1 << 20);
+        if data.len() as u64 > room {
+            return Err(SessionError::File(
+                FileFailure::Full,
+                format!(
+                    "{} bytes do not fit the workspace ({room} bytes); nothing was written",
+                    data.len()
+                ),
+            ));
+        }
         if let Ok(text) = std::str::from_utf8(&data)
             && let Some(f) = self.validator.scan_secrets(text).first()
         {

@@ -13,6 +13,7 @@
 
 mod command;
 mod files;
+mod jobs;
 mod words;
 
 pub(crate) use command::{ExecRequest, Mode, RunningCommand, Started};

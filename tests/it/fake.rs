@@ -556,6 +556,18 @@ impl SessionBox for FakeSession {
         })
     }
 
+    fn run_job(
+        &self,
+        _run: scriptgate::sandbox::JobRun,
+    ) -> BoxFuture<'_, Result<scriptgate::sandbox::sessions::SessionJobEnd, SessionFault>> {
+        // Session jobs are a sandbox promise: they are tested on the real engine only.
+        Box::pin(async {
+            Err(SessionFault::Refused(
+                "the fake runs no session jobs".into(),
+            ))
+        })
+    }
+
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             if self.closed.fetch_add(1, Ordering::SeqCst) == 0 {

@@ -23,13 +23,14 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use super::jobrun::Conversation;
 use super::session::{Msg, Prepared, message_of};
 use super::{Cleaner, DockerConfig, Inner};
 use crate::domain::script::Language;
-use crate::sandbox::SandboxError;
 use crate::sandbox::sessions::{
-    Chunk, CommandSpec, FileAnswer, FileOp, SessionBox, SessionFault, SessionSpec,
+    Chunk, CommandSpec, FileAnswer, FileOp, SessionBox, SessionFault, SessionJobEnd, SessionSpec,
 };
+use crate::sandbox::{JobRun, SandboxError};
 
 /// How long the supervisor may take to answer `OpenSession`.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,6 +42,7 @@ enum Req {
     Kill(Uuid, Reply<()>),
     File(FileOp, Vec<u8>, Reply<FileAnswer>),
     SetEnv(SetEnv, Reply<ShellState>),
+    Job(Box<JobRun>, Reply<SessionJobEnd>),
 }
 
 /// A handle on a session container.
@@ -111,6 +113,7 @@ impl Inner {
             receiving: None,
             received: None,
             max_file,
+            job: None,
         };
         tokio::spawn(task.serve(rx));
         Ok(DockerSession {
@@ -175,6 +178,9 @@ struct Task {
     receiving: Option<Vec<u8>>,
     received: Option<Vec<u8>>,
     max_file: u64,
+    /// The job running (its conversation, whoever waits for its end, and whether its first
+    /// frame came: until then, file frames still belong to file operations sent before it).
+    job: Option<(Conversation, Reply<SessionJobEnd>, bool)>,
 }
 
 impl Task {
@@ -209,12 +215,15 @@ impl Task {
         if let Some(reply) = self.set_env.take() {
             let _ = reply.send(Err(SessionFault::Lost(why.to_string())));
         }
+        if let Some((_, reply, _)) = self.job.take() {
+            let _ = reply.send(Err(SessionFault::Lost(why.to_string())));
+        }
     }
 
     async fn request(&mut self, req: Req) -> Result<(), String> {
         match req {
             Req::Exec(command, out, reply) => {
-                if self.running.is_some() {
+                if self.running.is_some() || self.job.is_some() {
                     let _ = reply.send(Err(SessionFault::Refused(
                         "another command is running".into(),
                     )));
@@ -247,7 +256,7 @@ impl Task {
                     .await
             }
             Req::SetEnv(set, reply) => {
-                if self.running.is_some() || self.set_env.is_some() {
+                if self.running.is_some() || self.set_env.is_some() || self.job.is_some() {
                     let _ = reply.send(Err(SessionFault::Refused("a command is running".into())));
                     return Ok(());
                 }
@@ -255,7 +264,39 @@ impl Task {
                 self.set_env = Some(reply);
                 self.write(HostKind::SetEnv, &payload).await
             }
+            Req::Job(run, reply) => {
+                if self.running.is_some() || self.set_env.is_some() || self.job.is_some() {
+                    let _ = reply.send(Err(SessionFault::Refused("a command is running".into())));
+                    return Ok(());
+                }
+                let talk = Conversation::new(*run);
+                let payload = serde_json::to_vec(&talk.message()).map_err(|e| e.to_string())?;
+                self.job = Some((talk, reply, false));
+                self.write(HostKind::RunJob, &payload).await
+            }
         }
+    }
+
+    /// Hands a job's message to its conversation; `false` when it is not the job's.
+    fn job_frame(&mut self, kind: u8, message: &[u8]) -> Result<bool, String> {
+        let Some((talk, _, begun)) = &mut self.job else {
+            return Ok(false);
+        };
+        let opens = matches!(
+            FrameKind::from_u8(kind),
+            Some(FrameKind::StepStarted | FrameKind::StepEnd | FrameKind::JobEnd)
+        );
+        if !(Conversation::is_job_kind(kind) && (*begun || opens)) {
+            return Ok(false);
+        }
+        *begun = true;
+        if let Some(end) = talk.message_of_kind(kind, message)?
+            && let Some((talk, reply, _)) = self.job.take()
+        {
+            let (result, files) = talk.done(end);
+            let _ = reply.send(Ok(SessionJobEnd { result, files }));
+        }
+        Ok(true)
     }
 
     async fn write(&mut self, kind: HostKind, payload: &[u8]) -> Result<(), String> {
@@ -272,6 +313,9 @@ impl Task {
         else {
             return Ok(());
         };
+        if self.job_frame(kind, &message)? {
+            return Ok(());
+        }
         let malformed = |what: &str| format!("malformed {what} frame");
         match FrameKind::from_u8(kind) {
             Some(FrameKind::CommandOutput) => {
@@ -374,6 +418,13 @@ impl Task {
             let _ = reply.send(Err(fault));
             return;
         }
+        if refused.id.is_none()
+            && refused.op_id.is_none()
+            && let Some((_, reply, _)) = self.job.take()
+        {
+            let _ = reply.send(Err(fault));
+            return;
+        }
         tracing::warn!(message = %refused.message, "the session refused a message");
     }
 }
@@ -417,6 +468,24 @@ impl SessionBox for DockerSession {
         unset: Vec<String>,
     ) -> BoxFuture<'_, Result<ShellState, SessionFault>> {
         Box::pin(self.ask(move |reply| Req::SetEnv(SetEnv { set, unset }, reply)))
+    }
+
+    fn run_job(&self, run: JobRun) -> BoxFuture<'_, Result<SessionJobEnd, SessionFault>> {
+        Box::pin(async move {
+            // The agent ends the job at its deadline; beyond this backstop the supervisor no
+            // longer answers, and the session is lost.
+            let backstop = super::jobrun::backstop(&run);
+            tokio::time::timeout(
+                backstop,
+                self.ask(move |reply| Req::Job(Box::new(run), reply)),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(SessionFault::Lost(
+                    "the supervisor did not end the job in time".into(),
+                ))
+            })
+        })
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
