@@ -251,8 +251,14 @@ impl SecretRules {
         // Hits arrive in text order, so "already scanned this line" is the last line per rule.
         let mut last_line = vec![usize::MAX; self.rules.len()];
         let mut found = Vec::new();
+        // The line of the last hit: hits arrive in text order, and a long line can hold a hit at
+        // every byte (`aaaa…` against a keyword such as `aaa`), so its bounds are found once.
+        let mut line = (0, 0);
         for hit in self.keywords.find_overlapping_iter(text) {
-            let (line_start, line_end) = line_bounds(text, hit.start());
+            if hit.start() >= line.1 || line == (0, 0) {
+                line = line_bounds(text, hit.start());
+            }
+            let (line_start, line_end) = line;
             for &rule in &self.keyword_rules[hit.pattern().as_usize()] {
                 if last_line[rule] != line_start {
                     last_line[rule] = line_start;
