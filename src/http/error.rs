@@ -185,6 +185,16 @@ impl From<SessionError> for ApiError {
             SessionError::Stopped(_) => typed(StatusCode::CONFLICT, "session_stopped"),
             SessionError::CommandNotFound => typed(StatusCode::NOT_FOUND, "command_not_found"),
             SessionError::Invalid(m) => ApiError::Schema(m.clone()),
+            SessionError::Policy(PolicyChoiceError::NotAllowed(_)) => {
+                ApiError::PolicyNotAllowed(e.to_string())
+            }
+            SessionError::Policy(PolicyChoiceError::Unknown { .. }) => {
+                ApiError::Schema(e.to_string())
+            }
+            // Asked for a policy this sandbox cannot enforce: refused, never run without it.
+            SessionError::Sandbox(SandboxError::PolicyUnavailable(_)) => {
+                typed(StatusCode::SERVICE_UNAVAILABLE, "policy_unavailable")
+            }
             SessionError::TooMany(_) => typed(StatusCode::TOO_MANY_REQUESTS, "too_many_sessions"),
             SessionError::Rejected(_) => {
                 typed(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed")

@@ -19,6 +19,8 @@ use crate::sandbox::sessions::ShellState;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NewSession {
     pub profile: Option<String>,
+    /// The run-time policy asked for (the caller's default when absent).
+    pub policy: Option<String>,
     pub environment: BTreeMap<String, String>,
     pub idle_timeout_secs: Option<u64>,
     pub max_duration_secs: Option<u64>,
@@ -119,7 +121,12 @@ impl Sessions {
     }
 
     /// Registers a new session within the caps.
-    pub(super) fn admit(&self, caller: &Caller, c: &Checked) -> Result<Arc<Session>, SessionError> {
+    pub(super) fn admit(
+        &self,
+        caller: &Caller,
+        c: &Checked,
+        policy: Option<String>,
+    ) -> Result<Arc<Session>, SessionError> {
         let mut map = self.map.lock().expect("sessions lock");
         let active = |s: &&Arc<Session>| s.state() != State::Stopped;
         let total = map.values().filter(active).count();
@@ -150,6 +157,7 @@ impl Sessions {
             expires_at: now + c.duration,
             max_commands: c.max_commands,
             limits: c.limits.clone(),
+            policy,
             deadline: Instant::now() + c.duration,
             live: Mutex::new(Live {
                 state: State::Creating,
@@ -169,6 +177,7 @@ impl Sessions {
                 container_id: None,
                 sandbox: None,
                 stopped_at: None,
+                events: None,
             }),
         });
         map.insert(session.id, session.clone());

@@ -17,9 +17,7 @@ use super::{RunningCommand, Session, SessionError, Sessions, State, words};
 use crate::auth::Caller;
 use crate::domain::record::{ErrorKind, ExecutionError};
 use crate::domain::script::{Language, Script};
-use crate::sandbox::sessions::{
-    Chunk, CommandEnd, CommandSpec, ExecMode, ScriptLanguage, SessionFault,
-};
+use crate::sandbox::sessions::{Chunk, CommandSpec, ExecMode, Ran, ScriptLanguage, SessionFault};
 
 /// Whole commands' output (both streams at `output_keep_bytes`) a session keeps over its history.
 const OUTPUT_BUDGET_COMMANDS: u64 = 4;
@@ -213,8 +211,17 @@ impl Sessions {
         &self,
         session: &Arc<Session>,
         command: &Arc<RunningCommand>,
-        end: Result<Result<CommandEnd, SessionFault>, tokio::time::error::Elapsed>,
+        end: Result<Result<Ran, SessionFault>, tokio::time::error::Elapsed>,
     ) {
+        if let Ok(Ok(Ran {
+            events: Some(events),
+            ..
+        })) = &end
+        {
+            // Audited before the result is visible: whoever reads it finds the records.
+            self.audit_decisions(session, command.id, &command.text, events)
+                .await;
+        }
         let lost = match &end {
             Ok(Ok(_)) => None,
             Ok(Err(e)) => Some(e.to_string()),
@@ -222,7 +229,7 @@ impl Sessions {
         };
         let stop = {
             let mut live = session.live.lock().expect("session lock");
-            if let Ok(Ok(e)) = &end {
+            if let Ok(Ok(Ran { end: e, .. })) = &end {
                 live.shell = e.state.clone();
                 live.usage.cpu_time_ms += e.usage.cpu_time_ms;
                 live.usage.max_memory_bytes =

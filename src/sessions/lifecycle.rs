@@ -19,8 +19,11 @@ impl Sessions {
         caller: &Caller,
         new: NewSession,
     ) -> Result<Arc<Session>, SessionError> {
+        let policy = self.choose_policy(caller, new.policy.as_deref())?;
+        let enforcement = policy.as_deref().map(|p| self.enforcement(p)).transpose()?;
         let checked = self.check(new)?;
-        let session = self.admit(caller, &checked)?;
+        let session = self.admit(caller, &checked, policy)?;
+        let (enforcement, events) = enforcement.unzip();
         let spec = SessionSpec {
             session_id: session.id,
             profile: session.profile.clone(),
@@ -30,6 +33,7 @@ impl Sessions {
             output_limit: self.settings.output_keep_bytes,
             limits: session.limits.clone(),
             owner: caller.name.clone(),
+            enforcement,
         };
         match self.runner.open_session(spec).await {
             Ok(sandbox) => {
@@ -39,6 +43,7 @@ impl Sessions {
                         live.state = State::Ready;
                         live.container_id = Some(sandbox.container_id().to_string());
                         live.sandbox = Some(sandbox.clone());
+                        live.events = events;
                         Session::touch(&mut live);
                         false
                     } else {
@@ -143,9 +148,11 @@ impl Sessions {
         live.state = State::Stopped;
         live.reason.get_or_insert(reason);
         live.sandbox = None;
+        live.events = None;
         live.stopped_at = Some(Instant::now());
         tracing::info!(session_id = %session.id, reason = live.reason.as_deref().unwrap_or(""), "session stopped");
     }
+
     /// Stops every session and removes its container (the service is stopping).
     pub(crate) async fn shutdown(&self) {
         self.shutdown.cancel();

@@ -17,6 +17,7 @@ mod command;
 mod expiry;
 mod files;
 mod lifecycle;
+mod policy;
 mod record;
 mod recovery;
 mod session;
@@ -38,6 +39,7 @@ use uuid::Uuid;
 
 use crate::auth::{Caller, Role};
 use crate::config::{ExecutionSettings, SessionSettings};
+use crate::policy::{Policies, PolicyChoiceError};
 use crate::sandbox::profiles::Profiles;
 use crate::sandbox::{Limits, Runner, SandboxError};
 use crate::store::{Store, StoreError};
@@ -76,6 +78,9 @@ pub(crate) enum SessionError {
     /// A file operation that failed, and how.
     #[error("{1}")]
     File(files::FileFailure, String),
+    /// The `policy` the request named (or the caller's default) is not one it may have.
+    #[error(transparent)]
+    Policy(#[from] PolicyChoiceError),
     /// The sandbox could not be started.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
@@ -92,6 +97,9 @@ pub(crate) struct Sessions {
     profiles: Arc<Profiles>,
     node: String,
     store: Store,
+    policies: Policies,
+    /// Authentication is off: every caller may select any policy.
+    open_policies: bool,
     map: Mutex<HashMap<Uuid, Arc<Session>>>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
@@ -109,6 +117,10 @@ pub(crate) struct SessionDeps {
     pub profiles: Arc<Profiles>,
     pub node: String,
     pub store: Store,
+    /// The deployment's run-time policies, and whether any caller may select any of them
+    /// (authentication is off).
+    pub policies: Policies,
+    pub open_policies: bool,
 }
 
 impl Sessions {
@@ -125,6 +137,8 @@ impl Sessions {
             profiles: deps.profiles,
             node: deps.node,
             store: deps.store,
+            policies: deps.policies,
+            open_policies: deps.open_policies,
             map: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),

@@ -10,7 +10,8 @@ use uuid::Uuid;
 
 use crate::domain::record::{ErrorKind, ExecutionError, ResourceUsage};
 use crate::domain::verdict::Verdict;
-use crate::sandbox::sessions::{Chunk, CommandEnd, Ended, OutputStream, SessionFault};
+use crate::sandbox::sessions::{Chunk, Ended, OutputStream, Ran, SessionFault};
+use scriptgate_policy::events::Events;
 
 /// What a command left, as results, history and output pages show it.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +29,8 @@ pub(crate) struct CommandRecord {
     pub duration_ms: u64,
     pub usage: ResourceUsage,
     pub warnings: Vec<String>,
+    /// What the session's run-time policy saw and decided (`None` without one).
+    pub events: Option<Events>,
 }
 
 /// A command of a session, running or ended.
@@ -150,13 +153,16 @@ pub(super) fn remember(
 /// The record of a command that ran (or whose sandbox was lost).
 pub(super) fn describe(
     r: &mut CommandRecord,
-    end: &Result<Result<CommandEnd, SessionFault>, tokio::time::error::Elapsed>,
+    end: &Result<Result<Ran, SessionFault>, tokio::time::error::Elapsed>,
     cwd: String,
 ) {
     r.ended_at = Some(OffsetDateTime::now_utc());
     r.cwd = cwd;
     let e = match end {
-        Ok(Ok(e)) => e,
+        Ok(Ok(ran)) => {
+            r.events = ran.events.clone();
+            &ran.end
+        }
         Ok(Err(fault)) => {
             r.error = Some(ExecutionError::new(
                 ErrorKind::InternalError,
@@ -217,7 +223,7 @@ mod tests {
     use super::*;
     use crate::domain::script::Language;
 
-    pub(super) fn command(bytes: usize) -> Arc<RunningCommand> {
+    fn command(bytes: usize) -> Arc<RunningCommand> {
         let c = Arc::new(RunningCommand {
             id: Uuid::new_v4(),
             kind: "command",
@@ -242,7 +248,7 @@ mod tests {
     }
 
     #[test]
-    pub(super) fn older_output_goes_first_when_the_history_is_over_its_budget() {
+    fn older_output_goes_first_when_the_history_is_over_its_budget() {
         let mut history = std::collections::VecDeque::new();
         for _ in 0..3 {
             remember(&mut history, command(40), 10, 100);

@@ -29,6 +29,7 @@ impl Session {
             expires_at: r.expires_at,
             max_commands: 0,
             limits: Limits::default(),
+            policy: r.policy,
             deadline: Instant::now(),
             live: Mutex::new(Live {
                 state: State::Stopped,
@@ -45,6 +46,7 @@ impl Session {
                 sandbox: None,
                 // Retention counts from this start.
                 stopped_at: Some(Instant::now()),
+                events: None,
             }),
         }
     }
@@ -61,6 +63,7 @@ impl Session {
             expires_at: self.expires_at,
             stopped_at: (live.state == State::Stopped).then(OffsetDateTime::now_utc),
             reason: live.reason.clone(),
+            policy: self.policy.clone(),
         }
     }
 }

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use scriptgate_policy::events::Event;
 use time::OffsetDateTime;
+use tokio::sync::broadcast;
 use uuid::Uuid;
 
 use super::{RunningCommand, SessionError, State};
@@ -25,6 +27,8 @@ pub(crate) struct Session {
     pub expires_at: OffsetDateTime,
     pub max_commands: u64,
     pub limits: Limits,
+    /// The run-time policy every command runs under.
+    pub policy: Option<String>,
     pub(super) deadline: Instant,
     pub(super) live: Mutex<Live>,
 }
@@ -44,6 +48,9 @@ pub(super) struct Live {
     pub(super) container_id: Option<String>,
     pub(super) sandbox: Option<Arc<dyn SessionBox>>,
     pub(super) stopped_at: Option<Instant>,
+    /// Where the sandbox publishes the policy's events while the session serves; dropped when
+    /// it stops, which ends the live streams.
+    pub(super) events: Option<broadcast::Sender<Event>>,
 }
 
 /// A session as `GET /v1/sessions/{id}` shows it.
@@ -67,6 +74,7 @@ pub(crate) struct SessionView {
     pub idle_timeout_secs: u64,
     pub usage: ResourceUsage,
     pub limits: Limits,
+    pub policy: Option<String>,
 }
 
 impl Session {
@@ -91,6 +99,7 @@ impl Session {
             idle_timeout_secs: live.idle_timeout.as_secs(),
             usage: live.usage,
             limits: self.limits.clone(),
+            policy: self.policy.clone(),
         }
     }
 

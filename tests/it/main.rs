@@ -31,3 +31,4 @@ mod sandbox_contract;
 mod sandbox_limits;
 mod service;
 mod sessions;
+mod sessions_policy;

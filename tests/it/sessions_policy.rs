@@ -1,0 +1,156 @@
+//! Sessions under a run-time policy against the real engine, over HTTP: every command of a
+//! session with a `policy` runs under it (a denied write fails with `EACCES` in the command and
+//! shows in its `events` and the audit chain), the session's events stream live and stay in its
+//! history, and the files API applies the policy's `file_rules` before it reaches the container.
+//! Runs the image under test (`RUNNER_IMAGE_UNDER_TEST`), whose supervisor enforces policies in
+//! sessions.
+
+use scriptgate::config::Config;
+use serde_json::{Value, json};
+
+use crate::harness::{self, Service};
+
+/// Writes under /workspace/locked are denied, `id` is logged, the rest as in a plain session.
+const FENCE: &str = r#"
+version: 1
+name: fence
+file_rules:
+  - {name: locked, paths: [/workspace/locked, /workspace/locked/**], operations: [write, create, delete], decision: deny, message: "{path} is locked"}
+  - {name: sealed, paths: [/workspace/sealed.txt], operations: [read], decision: deny, message: "{path} is sealed"}
+  - {name: hidden, paths: [/workspace/hidden, /workspace/hidden/**], operations: [list], decision: deny}
+  - {name: everything-else, paths: ["/**"], operations: ["*"], decision: allow}
+command_rules:
+  - {name: logged-id, commands: [id], decision: log}
+  - {name: any-program, commands: ["*"], decision: allow}
+network_rules:
+  - {name: loopback, cidrs: [127.0.0.0/8], decision: allow}
+  - {name: no-network, decision: deny}
+"#;
+
+fn policies(config: &mut Config) {
+    let dir = tempfile::tempdir().expect("policies dir").keep();
+    std::fs::write(dir.join("fence.yml"), FENCE).expect("policy file");
+    config.policy.policies_dir = Some(dir);
+    config.sandbox.python_image = harness::runner_image();
+    config.sandbox.bash_image = harness::runner_image();
+}
+
+async fn service() -> Service {
+    Service::start(policies).await
+}
+
+async fn create(s: &Service, body: Value) -> String {
+    let (status, out) = s.post("/v1/sessions", &body).await;
+    assert_eq!(status, 201, "{out}");
+    out["session_id"].as_str().expect("id").to_string()
+}
+
+async fn line(s: &Service, id: &str, command: &str) -> Value {
+    let body = json!({"command": command, "timeout": 30});
+    let (status, out) = s.post(&format!("/v1/sessions/{id}/exec"), &body).await;
+    assert_eq!(status, 200, "{out}");
+    out
+}
+
+async fn get(s: &Service, path: &str) -> (u16, Value) {
+    let r = s
+        .client
+        .get(format!("{}{path}", s.url))
+        .send()
+        .await
+        .expect("request");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+fn has(list: &Value, pred: impl Fn(&Value) -> bool) -> bool {
+    list.as_array().is_some_and(|items| items.iter().any(pred))
+}
+
+fn audit_tail(data_dir: &std::path::Path) -> Vec<Value> {
+    let tail = std::process::Command::new(env!("CARGO_BIN_EXE_scriptgate"))
+        .args(["audit", "tail", "-n", "1000", "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .expect("tail");
+    String::from_utf8_lossy(&tail.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_denied_write_fails_in_the_command_and_shows_in_its_events_and_the_audit() {
+    let s = service().await;
+    let id = create(&s, json!({"policy": "fence"})).await;
+    let (_, view) = get(&s, &format!("/v1/sessions/{id}")).await;
+    assert_eq!(view["policy"], "fence", "{view}");
+
+    let denied = line(
+        &s,
+        &id,
+        "cd /workspace && mkdir -p locked && echo hi > locked/x; echo \"rc=$?\"; id -u >/dev/null",
+    )
+    .await;
+    let stdout = denied["stdout"].as_str().unwrap_or_default();
+    let stderr = denied["stderr"].as_str().unwrap_or_default();
+    assert!(stdout.contains("rc=1"), "{denied}");
+    assert!(stderr.contains("Permission denied"), "{denied}");
+    let events = &denied["events"];
+    assert!(
+        has(&events["blocked_operations"], |b| b["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("/workspace/locked"))
+            && b["errno"] == 13
+            && b["rule"] == "locked"
+            && b["decision"] == "deny"),
+        "{events}"
+    );
+    assert!(
+        has(&events["processes"], |p| p["argv"] == json!(["id", "-u"])
+            && p["decision"] == "log"
+            && p["rule"] == "logged-id"),
+        "{events}"
+    );
+    assert!(events["omitted"]["file_operations"].is_u64(), "{events}");
+    let command_id = denied["command_id"].as_str().expect("id").to_string();
+
+    // The session stays usable, and the policy does not follow the shell: a new command is
+    // decided again.
+    let again = line(&s, &id, "pwd; touch /workspace/free.txt && echo made").await;
+    assert_eq!(again["stdout"], "/workspace\nmade\n", "{again}");
+    assert!(
+        has(&again["events"]["file_operations"], |f| f["path"]
+            == "/workspace/free.txt"
+            && f["decision"] == "allow"),
+        "{again}"
+    );
+
+    let data_dir = s.data_dir.clone();
+    s.stop().await;
+    let decisions: Vec<Value> = audit_tail(&data_dir)
+        .into_iter()
+        .filter(|r| r["event"] == "policy_decision" && r["execution_id"] == command_id.as_str())
+        .collect();
+    assert!(
+        decisions
+            .iter()
+            .any(|r| r["outcome"]["session_id"] == id.as_str()
+                && r["outcome"]["decision"] == "deny"
+                && r["outcome"]["rule"] == "locked"
+                && r["outcome"]["policy"] == "fence"),
+        "{decisions:?}"
+    );
+    assert!(
+        decisions
+            .iter()
+            .any(|r| r["outcome"]["operation"] == "process" && r["outcome"]["decision"] == "log"),
+        "{decisions:?}"
+    );
+    assert!(
+        decisions
+            .iter()
+            .all(|r| r["outcome"]["decision"] != "allow"),
+        "{decisions:?}"
+    );
+}
