@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod openapi;
 mod params;
 mod profiles;
+mod session_events;
 mod session_exec;
 mod session_files;
 mod sessions;
@@ -103,6 +104,11 @@ pub(crate) fn router(state: AppState) -> Router {
             get(session_exec::output),
         )
         .route("/v1/sessions/{id}/history", get(session_exec::history))
+        .route("/v1/sessions/{id}/events", get(session_events::stream))
+        .route(
+            "/v1/sessions/{id}/events/history",
+            get(session_events::history),
+        )
         .route("/v1/sessions/{id}/files", get(session_files::list))
         .route(
             "/v1/sessions/{id}/files/{*path}",

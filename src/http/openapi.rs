@@ -17,7 +17,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     AppState, approvals, artifacts, events, execute, executions, health, jobs, profiles,
-    session_exec, session_files, sessions, tools, validate,
+    session_events, session_exec, session_files, sessions, tools, validate,
 };
 use crate::config::ExecutionSettings;
 use crate::sandbox::job::Maxima;
@@ -54,6 +54,8 @@ use crate::sandbox::profiles::Profiles;
         session_exec::kill,
         session_exec::output,
         session_exec::history,
+        session_events::stream,
+        session_events::history,
         session_files::upload,
         session_files::download,
         session_files::remove,

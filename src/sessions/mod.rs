@@ -10,10 +10,12 @@
 //! responsibility lives in a file of its own: one session's state (`session.rs`), what a request
 //! may ask for and how many sessions may exist (`caps.rs`), creation, changes and stopping
 //! (`lifecycle.rs`), expiry (`expiry.rs`), what survives a restart (`recovery.rs`), commands
-//! (`command.rs`, `record.rs`) and files (`files.rs`).
+//! (`command.rs`, `record.rs`), files (`files.rs`), the run-time policy every command runs under
+//! (`policy.rs`) and its events, live and past (`events.rs`).
 
 mod caps;
 mod command;
+mod events;
 mod expiry;
 mod files;
 mod lifecycle;
@@ -25,6 +27,7 @@ mod words;
 
 pub(crate) use caps::NewSession;
 pub(crate) use command::{ExecRequest, Mode, Started};
+pub(crate) use events::{EventEntry, EventPage};
 pub(crate) use files::{FileBody, FileFailure};
 pub(crate) use record::RunningCommand;
 pub(crate) use session::{Session, SessionView};

@@ -5,6 +5,8 @@
 //! Runs the image under test (`RUNNER_IMAGE_UNDER_TEST`), whose supervisor enforces policies in
 //! sessions.
 
+use std::time::Duration;
+
 use scriptgate::config::Config;
 use serde_json::{Value, json};
 
@@ -153,4 +155,112 @@ async fn a_denied_write_fails_in_the_command_and_shows_in_its_events_and_the_aud
             .all(|r| r["outcome"]["decision"] != "allow"),
         "{decisions:?}"
     );
+}
+
+/// Reads `response` as Server-Sent Events until one named `name` arrives; its data.
+async fn first_event(mut response: reqwest::Response, name: &str) -> Value {
+    let mut buf = String::new();
+    while let Some(chunk) = response.chunk().await.expect("chunk") {
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buf.find("\n\n") {
+            let block: String = buf.drain(..end + 2).collect();
+            let event = block.lines().find_map(|l| l.strip_prefix("event: "));
+            let data = block.lines().find_map(|l| l.strip_prefix("data: "));
+            if let (Some(event), Some(data)) = (event, data)
+                && event == name
+            {
+                return serde_json::from_str(data).expect("json data");
+            }
+        }
+    }
+    panic!("the stream ended before a `{name}` event");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_stream_while_the_command_runs_and_stay_in_the_history() {
+    let s = service().await;
+    let id = create(&s, json!({"policy": "fence"})).await;
+    let response = s
+        .client
+        .get(format!("{}/v1/sessions/{id}/events?types=blocked", s.url))
+        .send()
+        .await
+        .expect("subscribe");
+    assert_eq!(response.status().as_u16(), 200);
+    // The command cannot end before the test has seen its blocked operation: it waits for a
+    // file the test uploads only then.
+    let running = {
+        let (client, url, id) = (s.client.clone(), s.url.clone(), id.clone());
+        tokio::spawn(async move {
+            let body = json!({"command": "mkdir /workspace/locked; while [ ! -e /workspace/go ]; do sleep 0.1; done; echo done", "timeout": 60});
+            let r = client
+                .post(format!("{url}/v1/sessions/{id}/exec"))
+                .json(&body)
+                .send()
+                .await
+                .expect("exec");
+            r.json::<Value>().await.expect("result")
+        })
+    };
+    let blocked = tokio::time::timeout(Duration::from_secs(60), first_event(response, "blocked"))
+        .await
+        .expect("a blocked operation streams while the command runs");
+    assert_eq!(blocked["kind"], "blocked", "{blocked}");
+    assert_eq!(blocked["event"]["target"], "/workspace/locked", "{blocked}");
+    assert_eq!(blocked["event"]["rule"], "locked", "{blocked}");
+    let (_, view) = get(&s, &format!("/v1/sessions/{id}")).await;
+    assert_eq!(view["state"], "busy", "{view}");
+    let put = s
+        .client
+        .put(format!("{}/v1/sessions/{id}/files/go", s.url))
+        .body("go")
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(put.status().as_u16(), 200);
+    let result = running.await.expect("the command ends");
+    assert_eq!(result["stdout"], "done\n", "{result}");
+    let command_id = result["command_id"].clone();
+
+    line(&s, &id, "id -u").await;
+    let (status, history) = get(&s, &format!("/v1/sessions/{id}/events/history")).await;
+    assert_eq!(status, 200, "{history}");
+    assert_eq!(history["commands"], 2, "{history}");
+    let events = &history["events"];
+    assert!(
+        has(events, |e| e["command_id"] == command_id
+            && e["kind"] == "blocked"
+            && e["event"]["target"] == "/workspace/locked"
+            && e["event"]["errno"] == 13),
+        "{history}"
+    );
+    assert!(
+        has(events, |e| e["kind"] == "process"
+            && e["event"]["argv"] == json!(["id", "-u"])
+            && e["event"]["decision"] == "log"),
+        "{history}"
+    );
+    assert_eq!(
+        history["total"],
+        events.as_array().map_or(0, Vec::len),
+        "{history}"
+    );
+    assert!(history["omitted"]["file_operations"].is_u64(), "{history}");
+    let (_, blocked) = get(
+        &s,
+        &format!("/v1/sessions/{id}/events/history?types=blocked&limit=1"),
+    )
+    .await;
+    assert_eq!(
+        blocked["events"].as_array().map(Vec::len),
+        Some(1),
+        "{blocked}"
+    );
+    assert!(
+        blocked["events"]
+            .as_array()
+            .is_some_and(|l| l.iter().all(|e| e["kind"] == "blocked")),
+        "{blocked}"
+    );
+    s.stop().await;
 }
