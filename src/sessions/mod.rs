@@ -17,6 +17,7 @@ mod caps;
 mod command;
 mod events;
 mod expiry;
+mod filerules;
 mod files;
 mod lifecycle;
 mod policy;
@@ -81,6 +82,12 @@ pub(crate) enum SessionError {
     /// A file operation that failed, and how.
     #[error("{1}")]
     File(files::FileFailure, String),
+    /// The session's policy refuses the operation (`file_rules` on the files API).
+    #[error("{message}")]
+    Denied {
+        rule: Option<String>,
+        message: String,
+    },
     /// The `policy` the request named (or the caller's default) is not one it may have.
     #[error(transparent)]
     Policy(#[from] PolicyChoiceError),

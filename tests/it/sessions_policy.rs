@@ -264,3 +264,92 @@ async fn events_stream_while_the_command_runs_and_stay_in_the_history() {
     );
     s.stop().await;
 }
+
+async fn send(s: &Service, method: reqwest::Method, path: &str, body: &str) -> (u16, Value) {
+    let r = s
+        .client
+        .request(method, format!("{}{path}", s.url))
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("request");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_files_api_applies_the_policys_file_rules_before_the_container() {
+    use reqwest::Method;
+    let s = service().await;
+    let id = create(&s, json!({"policy": "fence"})).await;
+    let files = format!("/v1/sessions/{id}/files");
+
+    let (status, body) = send(&s, Method::PUT, &format!("{files}/locked/a.txt"), "x").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["type"], "policy_violation", "{body}");
+    assert_eq!(body["error"]["rule"], "locked", "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "/workspace/locked/a.txt is locked"
+    );
+    // Refused before the container: nothing was written.
+    let ls = line(&s, &id, "ls -A /workspace").await;
+    assert_eq!(ls["stdout"], "", "{ls}");
+
+    let (status, body) = send(&s, Method::PUT, &format!("{files}/sealed.txt"), "secret").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = send(&s, Method::GET, &format!("{files}/sealed.txt"), "").await;
+    assert_eq!(
+        (status, body["error"]["rule"].clone()),
+        (403, json!("sealed")),
+        "{body}"
+    );
+    // The command sees the same rule at run time.
+    let cat = line(&s, &id, "cat /workspace/sealed.txt").await;
+    assert!(
+        has(&cat["events"]["blocked_operations"], |b| b["rule"]
+            == "sealed"),
+        "{cat}"
+    );
+
+    line(&s, &id, "mkdir /workspace/hidden").await;
+    let (status, body) = get(&s, &format!("{files}?path=/workspace/hidden")).await;
+    assert_eq!(
+        (status, body["error"]["type"].clone()),
+        (403, json!("policy_violation"))
+    );
+    let (status, _) = get(&s, &format!("{files}?path=/workspace")).await;
+    assert_eq!(status, 200);
+    let (status, body) = send(&s, Method::DELETE, &format!("{files}/locked"), "").await;
+    assert_eq!(
+        (status, body["error"]["rule"].clone()),
+        (403, json!("locked")),
+        "{body}"
+    );
+    let (status, _) = send(&s, Method::DELETE, &format!("{files}/sealed.txt"), "").await;
+    assert_eq!(status, 204);
+
+    let data_dir = s.data_dir.clone();
+    s.stop().await;
+    let decisions: Vec<Value> = audit_tail(&data_dir)
+        .into_iter()
+        .filter(|r| r["event"] == "policy_decision" && r["outcome"]["via"] == "files_api")
+        .collect();
+    for (operation, target, rule) in [
+        ("file_write", "/workspace/locked/a.txt", "locked"),
+        ("file_read", "/workspace/sealed.txt", "sealed"),
+        ("file_list", "/workspace/hidden", "hidden"),
+        ("file_delete", "/workspace/locked", "locked"),
+    ] {
+        assert!(
+            decisions
+                .iter()
+                .any(|r| r["outcome"]["operation"] == operation
+                    && r["outcome"]["target"] == target
+                    && r["outcome"]["rule"] == rule
+                    && r["outcome"]["decision"] == "deny"
+                    && r["outcome"]["session_id"] == id.as_str()),
+            "{operation} {target}: {decisions:?}"
+        );
+    }
+}

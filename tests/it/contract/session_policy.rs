@@ -282,3 +282,47 @@ async fn live_events_arrive_while_the_command_runs_and_the_stream_ends_with_the_
     }
     s.stop().await;
 }
+
+/// Writes under /workspace/locked are denied; everything else is allowed.
+const LOCKED: &str = r#"
+version: 1
+name: locked
+file_rules:
+  - {name: locked, paths: [/workspace/locked/**], operations: [write, create], decision: deny, message: "{path} is locked"}
+  - {name: rest, paths: ["/**"], operations: ["*"], decision: allow}
+command_rules:
+  - {name: any, commands: ["*"], decision: allow}
+network_rules:
+  - {name: none, decision: deny}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_files_api_answers_403_policy_violation_before_the_sandbox() {
+    let dir = tempfile::tempdir().expect("policies dir").keep();
+    std::fs::write(dir.join("locked.yml"), LOCKED).expect("policy file");
+    let s = Service::fake(FakeRunner::new(), move |c| {
+        c.policy.policies_dir = Some(dir)
+    })
+    .await;
+    let id = create(&s, json!({"policy": "locked"})).await;
+    let url = format!("{}/v1/sessions/{id}/files/locked/a.txt", s.url);
+    let r = s.client.put(&url).body("x").send().await.expect("put");
+    assert_eq!(r.status().as_u16(), 403);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(
+        body,
+        json!({"error": {"type": "policy_violation", "rule": "locked", "message": "/workspace/locked/a.txt is locked"}})
+    );
+    // The fake sandbox never saw it.
+    let r = s.client.get(&url).send().await.expect("get");
+    assert_eq!(r.status().as_u16(), 404);
+    let r = s
+        .client
+        .put(format!("{}/v1/sessions/{id}/files/free.txt", s.url))
+        .body("x")
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(r.status().as_u16(), 200);
+    s.stop().await;
+}
