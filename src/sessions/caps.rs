@@ -178,6 +178,7 @@ impl Sessions {
                 sandbox: None,
                 stopped_at: None,
                 events: None,
+                approvals: None,
             }),
         });
         map.insert(session.id, session.clone());

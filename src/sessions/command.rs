@@ -222,6 +222,8 @@ impl Sessions {
             self.audit_decisions(session, command.id, &command.text, events)
                 .await;
         }
+        // What the command still holds for an operator can no longer proceed.
+        self.held.withdraw(session.id);
         let lost = match &end {
             Ok(Ok(_)) => None,
             Ok(Err(e)) => Some(e.to_string()),

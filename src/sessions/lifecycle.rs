@@ -23,7 +23,12 @@ impl Sessions {
         let enforcement = policy.as_deref().map(|p| self.enforcement(p)).transpose()?;
         let checked = self.check(new)?;
         let session = self.admit(caller, &checked, policy)?;
-        let (enforcement, events) = enforcement.unzip();
+        let (mut enforcement, events) = enforcement.unzip();
+        let approvals = enforcement.as_mut().map(|e| {
+            let (asks, forwarder) = self.held.channel(&session);
+            e.approvals = Some(asks);
+            forwarder
+        });
         let spec = SessionSpec {
             session_id: session.id,
             profile: session.profile.clone(),
@@ -44,6 +49,7 @@ impl Sessions {
                         live.container_id = Some(sandbox.container_id().to_string());
                         live.sandbox = Some(sandbox.clone());
                         live.events = events;
+                        live.approvals = approvals;
                         Session::touch(&mut live);
                         false
                     } else {
@@ -149,7 +155,9 @@ impl Sessions {
         live.reason.get_or_insert(reason);
         live.sandbox = None;
         live.events = None;
+        live.approvals = None;
         live.stopped_at = Some(Instant::now());
+        self.held.withdraw(session.id);
         tracing::info!(session_id = %session.id, reason = live.reason.as_deref().unwrap_or(""), "session stopped");
     }
 

@@ -19,6 +19,7 @@ mod events;
 mod expiry;
 mod filerules;
 mod files;
+mod held;
 mod lifecycle;
 mod policy;
 mod record;
@@ -30,6 +31,7 @@ pub(crate) use caps::NewSession;
 pub(crate) use command::{ExecRequest, Mode, Started};
 pub(crate) use events::{EventEntry, EventPage};
 pub(crate) use files::{FileBody, FileFailure};
+pub(crate) use held::HeldOperation;
 pub(crate) use record::RunningCommand;
 pub(crate) use session::{Session, SessionView};
 
@@ -110,6 +112,7 @@ pub(crate) struct Sessions {
     policies: Policies,
     /// Authentication is off: every caller may select any policy.
     open_policies: bool,
+    held: held::Held,
     map: Mutex<HashMap<Uuid, Arc<Session>>>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
@@ -149,6 +152,7 @@ impl Sessions {
             store: deps.store,
             policies: deps.policies,
             open_policies: deps.open_policies,
+            held: held::Held::default(),
             map: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),

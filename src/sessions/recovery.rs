@@ -47,6 +47,7 @@ impl Session {
                 // Retention counts from this start.
                 stopped_at: Some(Instant::now()),
                 events: None,
+                approvals: None,
             }),
         }
     }

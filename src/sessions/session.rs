@@ -51,6 +51,8 @@ pub(super) struct Live {
     /// Where the sandbox publishes the policy's events while the session serves; dropped when
     /// it stops, which ends the live streams.
     pub(super) events: Option<broadcast::Sender<Event>>,
+    /// Files the operations the policy holds for approval while the session serves.
+    pub(super) approvals: Option<tokio_util::task::AbortOnDropHandle<()>>,
 }
 
 /// A session as `GET /v1/sessions/{id}` shows it.

@@ -1,7 +1,9 @@
 //! Sessions under a run-time policy against the real engine, over HTTP: every command of a
 //! session with a `policy` runs under it (a denied write fails with `EACCES` in the command and
 //! shows in its `events` and the audit chain), the session's events stream live and stay in its
-//! history, and the files API applies the policy's `file_rules` before it reaches the container.
+//! history, an `approve` rule holds an operation until an operator decides through
+//! `/v1/approvals`, and the files API applies the policy's `file_rules` before it reaches the
+//! container.
 //! Runs the image under test (`RUNNER_IMAGE_UNDER_TEST`), whose supervisor enforces policies in
 //! sessions.
 
@@ -12,7 +14,8 @@ use serde_json::{Value, json};
 
 use crate::harness::{self, Service};
 
-/// Writes under /workspace/locked are denied, `id` is logged, the rest as in a plain session.
+/// Writes under /workspace/locked, reading /workspace/sealed.txt and listing /workspace/hidden
+/// are denied, reading /etc/hosts waits for an operator, `id` is logged, the rest is allowed.
 const FENCE: &str = r#"
 version: 1
 name: fence
@@ -20,6 +23,7 @@ file_rules:
   - {name: locked, paths: [/workspace/locked, /workspace/locked/**], operations: [write, create, delete], decision: deny, message: "{path} is locked"}
   - {name: sealed, paths: [/workspace/sealed.txt], operations: [read], decision: deny, message: "{path} is sealed"}
   - {name: hidden, paths: [/workspace/hidden, /workspace/hidden/**], operations: [list], decision: deny}
+  - {name: held-read, paths: [/etc/hosts], operations: [read], decision: approve}
   - {name: everything-else, paths: ["/**"], operations: ["*"], decision: allow}
 command_rules:
   - {name: logged-id, commands: [id], decision: log}
@@ -352,4 +356,88 @@ async fn the_files_api_applies_the_policys_file_rules_before_the_container() {
             "{operation} {target}: {decisions:?}"
         );
     }
+}
+
+/// Runs a read of /etc/hosts in session `id`, answers its held read with `decision` once it is
+/// listed, and returns the held entry and the result.
+async fn held_read(s: &Service, id: &str, decision: &str) -> (Value, Value) {
+    let run = {
+        let (client, url, id) = (s.client.clone(), s.url.clone(), id.to_string());
+        tokio::spawn(async move {
+            let body = json!({"command": "cat /etc/hosts >/dev/null && echo read || echo refused", "timeout": 60});
+            let r = client
+                .post(format!("{url}/v1/sessions/{id}/exec"))
+                .json(&body)
+                .send()
+                .await
+                .expect("exec");
+            r.json::<Value>().await.expect("result")
+        })
+    };
+    let mut held = Value::Null;
+    for _ in 0..300 {
+        let (_, list) = get(s, "/v1/approvals").await;
+        if let Some(op) = list["session_operations"]
+            .as_array()
+            .and_then(|o| o.first())
+        {
+            held = op.clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!run.is_finished(), "the command waits for the decision");
+    let approval = held["approval_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("nothing was held: {held}"));
+    let body = json!({"decision": decision, "reason": "test"});
+    let (status, _) = s.post(&format!("/v1/approvals/{approval}"), &body).await;
+    assert_eq!(status, 204);
+    let (status, _) = s.post(&format!("/v1/approvals/{approval}"), &body).await;
+    assert_eq!(status, 404, "a held operation is decided once");
+    let result = tokio::time::timeout(Duration::from_secs(90), run)
+        .await
+        .expect("the command ends")
+        .expect("task");
+    (held, result)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operation_held_in_a_session_waits_for_the_operator_and_proceeds_or_fails() {
+    let s = service().await;
+    let id = create(&s, json!({"policy": "fence"})).await;
+    let (held, result) = held_read(&s, &id, "approve").await;
+    assert_eq!(held["session_id"], id.as_str(), "{held}");
+    assert_eq!(held["operation"], "file_read", "{held}");
+    assert_eq!(held["target"], "/etc/hosts", "{held}");
+    assert_eq!(held["rule"], "held-read", "{held}");
+    assert_eq!(held["command_id"], result["command_id"], "{held}");
+    assert_eq!(result["stdout"], "read\n", "{result}");
+    assert!(
+        has(&result["events"]["file_operations"], |f| f["path"]
+            == "/etc/hosts"
+            && f["decision"] == "approve"),
+        "{result}"
+    );
+    let (_, result) = held_read(&s, &id, "deny").await;
+    assert_eq!(result["stdout"], "refused\n", "{result}");
+    assert!(
+        has(&result["events"]["blocked_operations"], |b| b["target"]
+            == "/etc/hosts"
+            && b["errno"] == 13),
+        "{result}"
+    );
+    let (_, list) = get(&s, "/v1/approvals").await;
+    assert_eq!(list["session_operations"], json!([]), "{list}");
+    let data_dir = s.data_dir.clone();
+    s.stop().await;
+    let decisions: Vec<Value> = audit_tail(&data_dir)
+        .into_iter()
+        .filter(|r| r["event"] == "operation_decision")
+        .collect();
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    assert_eq!(decisions[0]["outcome"]["decision"], "approve");
+    assert_eq!(decisions[1]["outcome"]["decision"], "deny");
+    assert_eq!(decisions[1]["outcome"]["session_id"], id.as_str());
+    assert_eq!(decisions[1]["outcome"]["operation"]["target"], "/etc/hosts");
 }
