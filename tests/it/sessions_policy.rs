@@ -441,3 +441,32 @@ async fn an_operation_held_in_a_session_waits_for_the_operator_and_proceeds_or_f
     assert_eq!(decisions[1]["outcome"]["session_id"], id.as_str());
     assert_eq!(decisions[1]["outcome"]["operation"]["target"], "/etc/hosts");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_default_policy_leaves_ordinary_commands_alone_and_denies_writes_outside_scratch() {
+    let s = service().await;
+    let id = create(&s, json!({"policy": "default"})).await;
+    let ok = line(
+        &s,
+        &id,
+        "cd /tmp && echo hi > a && cat a && python3 -c 'print(1)'",
+    )
+    .await;
+    assert_eq!(ok["stdout"], "hi\n1\n", "{ok}");
+    assert_eq!(ok["events"]["blocked_operations"], json!([]), "{ok}");
+    // (A literal write to /etc fails validation before it runs: the path is built at run time.)
+    let write = line(&s, &id, r#"python3 -c "open('/e' + 'tc/motd', 'a')""#).await;
+    assert_eq!(write["exit_code"], 1, "{write}");
+    assert!(
+        has(&write["events"]["blocked_operations"], |b| b["target"]
+            == "/etc/motd"
+            && b["rule"] == "no-writes-outside-scratch"
+            && b["decision"] == "deny"),
+        "{}",
+        write["events"]["blocked_operations"]
+    );
+    // The shell state still carries under the policy.
+    let (_, view) = get(&s, &format!("/v1/sessions/{id}")).await;
+    assert_eq!(view["cwd"], "/tmp", "{view}");
+    s.stop().await;
+}
