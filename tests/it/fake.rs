@@ -72,6 +72,8 @@ pub struct FakeRunner {
     output_bytes: u64,
     /// The engine is "down" for every acquisition (and readiness says so).
     down: bool,
+    /// Sessions cannot be enforced (as under gVisor): one with a policy is refused.
+    no_enforcement: bool,
 }
 
 impl Default for FakeRunner {
@@ -85,6 +87,7 @@ impl Default for FakeRunner {
             answers: HashMap::new(),
             output_bytes: 1 << 20,
             down: false,
+            no_enforcement: false,
         }
     }
 }
@@ -104,6 +107,12 @@ impl FakeRunner {
     /// Bytes of stdout and of stderr kept per run (as `sandbox.limits.output_bytes`).
     pub fn output_bytes(mut self, n: u64) -> FakeRunner {
         self.output_bytes = n;
+        self
+    }
+
+    /// Sessions with a policy are refused, as by a sandbox that cannot enforce one.
+    pub fn without_enforcement(mut self) -> FakeRunner {
+        self.no_enforcement = true;
         self
     }
 
@@ -234,6 +243,11 @@ impl Runner for Fake {
             self.0.calls.fetch_add(1, Ordering::SeqCst);
             if self.0.down {
                 return Err(SandboxError::EngineUnavailable("engine stopped".into()));
+            }
+            if self.0.no_enforcement && spec.enforcement.is_some() {
+                return Err(SandboxError::PolicyUnavailable(
+                    "run-time policy enforcement is not available in this sandbox".into(),
+                ));
             }
             self.0.leased.fetch_add(1, Ordering::SeqCst);
             Ok(Arc::new(FakeSession {

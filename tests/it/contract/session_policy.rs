@@ -326,3 +326,25 @@ async fn the_files_api_answers_403_policy_violation_before_the_sandbox() {
     assert_eq!(r.status().as_u16(), 200);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_that_cannot_enforce_refuses_a_session_with_a_policy() {
+    let s = Service::fake(FakeRunner::new().without_enforcement(), |_| {}).await;
+    let (status, body) = post(&s, "/v1/sessions", json!({"policy": "default"})).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["type"], "policy_unavailable", "{body}");
+    // Nothing was left running, and the record says why it never served.
+    let (_, list) = get(&s, "/v1/sessions").await;
+    let sessions = list["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 1, "{list}");
+    assert_eq!(sessions[0]["state"], "stopped", "{list}");
+    assert!(
+        sessions[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("not available")),
+        "{list}"
+    );
+    // The same sandbox still serves sessions without a policy.
+    create(&s, json!({})).await;
+    s.stop().await;
+}
