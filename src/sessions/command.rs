@@ -222,8 +222,6 @@ impl Sessions {
             self.audit_decisions(session, command.id, &command.text, events)
                 .await;
         }
-        // What the command still holds for an operator can no longer proceed.
-        self.held.withdraw(session.id);
         let lost = match &end {
             Ok(Ok(_)) => None,
             Ok(Err(e)) => Some(e.to_string()),
@@ -250,6 +248,9 @@ impl Sessions {
                 self.output_budget(),
             );
             command.end(|r| describe(r, &end, cwd));
+            // What the command still holds for an operator can no longer proceed (the
+            // forwarder files nothing for a session that is not busy with a command).
+            self.held.withdraw(session.id);
             match lost {
                 Some(why) => Some(format!("sandbox_lost: {why}")),
                 None if live.command_count >= session.max_commands => Some(format!(

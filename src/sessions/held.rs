@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::AbortOnDropHandle;
 use uuid::Uuid;
 
-use super::{Session, SessionError, Sessions};
+use super::{Session, SessionError, Sessions, State};
 use crate::auth::Caller;
 use crate::domain::record::Decision;
 use crate::sandbox::{ApprovalAsk, ApprovalRequest, ApprovalVerdict};
@@ -67,13 +67,13 @@ impl Held {
                 let Some(session) = session.upgrade() else {
                     return;
                 };
-                let command_id = session
-                    .live
-                    .lock()
-                    .expect("session lock")
-                    .current
-                    .as_ref()
-                    .map(|c| c.id);
+                // Filed under the session's lock, so a command that ended (or a session that
+                // stopped) meanwhile cannot leave it listed: its answer is dropped (denied).
+                let live = session.live.lock().expect("session lock");
+                let command_id = match (&live.current, live.state) {
+                    (Some(c), State::Busy) => Some(c.id),
+                    _ => continue,
+                };
                 let now = OffsetDateTime::now_utc();
                 let op = HeldOperation {
                     id: Uuid::new_v4(),
@@ -91,6 +91,7 @@ impl Held {
                         answer: ask.answer,
                     },
                 );
+                drop(live);
             }
         });
         (tx, AbortOnDropHandle::new(task))
