@@ -177,3 +177,63 @@ impl Sessions {
         Ok(held)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use scriptgate_policy::events::OperationType;
+
+    use super::*;
+
+    fn waiting(
+        session_id: Uuid,
+        expires_in: time::Duration,
+    ) -> (Uuid, Waiting, oneshot::Receiver<ApprovalVerdict>) {
+        let (answer, verdict) = oneshot::channel();
+        let now = OffsetDateTime::now_utc();
+        let held = HeldOperation {
+            id: Uuid::new_v4(),
+            session_id,
+            command_id: Some(Uuid::new_v4()),
+            agent: "bot".into(),
+            request: ApprovalRequest {
+                id: 1,
+                operation: OperationType::FileRead,
+                target: "/etc/hosts".into(),
+                command: None,
+                argv: None,
+                cwd: "/workspace".into(),
+                pid: 7,
+                rule: Some("held-read".into()),
+                message: None,
+                recent_commands: Vec::new(),
+                timeout_ms: 1000,
+            },
+            requested_at: now,
+            expires_at: now + expires_in,
+        };
+        (held.id, Waiting { held, answer }, verdict)
+    }
+
+    #[test]
+    fn withdrawn_operations_are_denied_and_expired_ones_leave_the_list() {
+        let held = Held::default();
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let (id_a, w_a, mut verdict_a) = waiting(a, time::Duration::minutes(1));
+        let (id_b, w_b, _verdict_b) = waiting(b, time::Duration::minutes(1));
+        let (id_old, w_old, _) = waiting(b, -time::Duration::seconds(1));
+        for (id, w) in [(id_a, w_a), (id_b, w_b), (id_old, w_old)] {
+            held.lock().insert(id, w);
+        }
+        held.withdraw(a);
+        // The dropped answer is what the sandbox reads as a denial.
+        assert!(matches!(
+            verdict_a.try_recv(),
+            Err(oneshot::error::TryRecvError::Closed)
+        ));
+        let listed: Vec<Uuid> = held.list().iter().map(|h| h.id).collect();
+        assert_eq!(listed, vec![id_b]);
+        assert!(held.take(id_old).is_none());
+        assert!(held.take(id_b).is_some());
+        assert!(held.take(id_b).is_none(), "decided once");
+    }
+}
