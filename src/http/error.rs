@@ -34,6 +34,12 @@ pub(crate) enum ApiError {
     /// The caller's token may not select the run-time policy it named.
     #[error("{0}")]
     PolicyNotAllowed(String),
+    /// A policy's rule refused the operation (`rule` names it; `None`: no rule allowed it).
+    #[error("{message}")]
+    PolicyViolation {
+        rule: Option<String>,
+        message: String,
+    },
     #[error("{0}")]
     Conflict(String),
     /// More work than the configured concurrency and queue.
@@ -65,6 +71,9 @@ pub(crate) struct ErrorDetail {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub message: String,
+    /// `policy_violation`: the policy's rule that refused (null when no rule allowed it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Option<String>>,
 }
 
 impl ApiError {
@@ -76,7 +85,9 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) | ApiError::PolicyNotAllowed(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_)
+            | ApiError::PolicyNotAllowed(_)
+            | ApiError::PolicyViolation { .. } => StatusCode::FORBIDDEN,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::EngineUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -95,6 +106,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::PolicyNotAllowed(_) => "policy_not_allowed",
+            ApiError::PolicyViolation { .. } => "policy_violation",
             ApiError::Conflict(_) => "conflict",
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::EngineUnavailable(_) => "engine_unavailable",
@@ -108,6 +120,10 @@ impl ApiError {
             error: ErrorDetail {
                 kind: self.kind(),
                 message: self.to_string(),
+                rule: match self {
+                    ApiError::PolicyViolation { rule, .. } => Some(rule.clone()),
+                    _ => None,
+                },
             },
         }
     }
@@ -185,6 +201,20 @@ impl From<SessionError> for ApiError {
             SessionError::Stopped(_) => typed(StatusCode::CONFLICT, "session_stopped"),
             SessionError::CommandNotFound => typed(StatusCode::NOT_FOUND, "command_not_found"),
             SessionError::Invalid(m) => ApiError::Schema(m.clone()),
+            SessionError::Denied { rule, message } => ApiError::PolicyViolation {
+                rule: rule.clone(),
+                message: message.clone(),
+            },
+            SessionError::Policy(PolicyChoiceError::NotAllowed(_)) => {
+                ApiError::PolicyNotAllowed(e.to_string())
+            }
+            SessionError::Policy(PolicyChoiceError::Unknown { .. }) => {
+                ApiError::Schema(e.to_string())
+            }
+            // Asked for a policy this sandbox cannot enforce: refused, never run without it.
+            SessionError::Sandbox(SandboxError::PolicyUnavailable(_)) => {
+                typed(StatusCode::SERVICE_UNAVAILABLE, "policy_unavailable")
+            }
             SessionError::TooMany(_) => typed(StatusCode::TOO_MANY_REQUESTS, "too_many_sessions"),
             SessionError::Rejected(_) => {
                 typed(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed")

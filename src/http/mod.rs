@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod openapi;
 mod params;
 mod profiles;
+mod session_events;
 mod session_exec;
 mod session_files;
 mod session_jobs;
@@ -107,6 +108,11 @@ pub(crate) fn router(state: AppState) -> Router {
         .route(
             "/v1/sessions/{id}/jobs",
             post(session_jobs::run).layer(axum::Extension(job_limit)),
+        )
+        .route("/v1/sessions/{id}/events", get(session_events::stream))
+        .route(
+            "/v1/sessions/{id}/events/history",
+            get(session_events::history),
         )
         .route("/v1/sessions/{id}/files", get(session_files::list))
         .route(

@@ -18,7 +18,7 @@ use utoipa::{Modify, OpenApi};
 use super::error::ErrorBody;
 use super::{
     AppState, approvals, artifacts, events, execute, executions, health, jobs, profiles,
-    session_exec, session_files, session_jobs, sessions, tools, validate,
+    session_events, session_exec, session_files, session_jobs, sessions, tools, validate,
 };
 use crate::config::ExecutionSettings;
 use crate::sandbox::job::Maxima;
@@ -56,6 +56,8 @@ use crate::sandbox::profiles::Profiles;
         session_exec::output,
         session_exec::history,
         session_jobs::run,
+        session_events::stream,
+        session_events::history,
         session_files::upload,
         session_files::download,
         session_files::remove,

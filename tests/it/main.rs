@@ -34,3 +34,4 @@ mod sessions;
 mod sessions_bad;
 mod sessions_cli;
 mod sessions_jobs;
+mod sessions_policy;

@@ -4,6 +4,10 @@
 //! them (output chunks to the running command, `CommandEnd`, `FileDone` by operation id).
 //! When the last handle goes or the container dies, the task ends and the container's removal
 //! guard removes it.
+//!
+//! A session with a run-time policy opens only on a supervisor that announces enforcement; each
+//! command's `Events` and `ApprovalRequest` frames are gathered as for a one-shot run
+//! (`enforced::Gathered`), and the decisions on held operations go back as host messages.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,6 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use scriptgate_supervisor::enforcement::ApprovalDecision;
 use scriptgate_supervisor::job::HARD_MAX_MESSAGE;
 use scriptgate_supervisor::sessions::{
     CommandEnd, Exec, FEATURE_SESSIONS, FileReply, FileRequest, Kill, OpenSession, Refused,
@@ -23,14 +28,16 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use super::enforced::{self, Gathered};
 use super::jobrun::Conversation;
 use super::session::{Msg, Prepared, message_of};
 use super::{Cleaner, DockerConfig, Inner};
 use crate::domain::script::Language;
 use crate::sandbox::sessions::{
-    Chunk, CommandSpec, FileAnswer, FileOp, SessionBox, SessionFault, SessionJobEnd, SessionSpec,
+    Chunk, CommandSpec, FileAnswer, FileOp, Ran, SessionBox, SessionFault, SessionJobEnd,
+    SessionSpec,
 };
-use crate::sandbox::{JobRun, SandboxError};
+use crate::sandbox::{Enforcement, JobRun, SandboxError};
 
 /// How long the supervisor may take to answer `OpenSession`.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,7 +45,7 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 type Reply<T> = oneshot::Sender<Result<T, SessionFault>>;
 
 enum Req {
-    Exec(CommandSpec, mpsc::UnboundedSender<Chunk>, Reply<CommandEnd>),
+    Exec(CommandSpec, mpsc::UnboundedSender<Chunk>, Reply<Ran>),
     Kill(Uuid, Reply<()>),
     File(FileOp, Vec<u8>, Reply<FileAnswer>),
     SetEnv(SetEnv, Reply<ShellState>),
@@ -76,6 +83,15 @@ impl Inner {
                 "the runner image's supervisor predates sessions: rebuild it with `scriptgate images build`".into(),
             ));
         }
+        let enforce = match &spec.enforcement {
+            None => None,
+            Some(_) if !enforced::supported(&prepared.features) => {
+                return Err(SandboxError::PolicyUnavailable(
+                    enforced::UNAVAILABLE_HERE.into(),
+                ));
+            }
+            Some(e) => Some(enforced::job_field(e).map_err(SandboxError::StartFailed)?),
+        };
         let nonce = Uuid::new_v4().simple().to_string();
         let open = OpenSession {
             version: PROTOCOL_VERSION,
@@ -83,6 +99,7 @@ impl Inner {
             env: spec.env.clone(),
             expires_at_ms: spec.expires_at_ms,
             output_limit: spec.output_limit,
+            enforce,
         };
         let payload =
             serde_json::to_vec(&open).map_err(|e| SandboxError::StartFailed(e.to_string()))?;
@@ -102,7 +119,11 @@ impl Inner {
         let id = prepared.id.clone();
         let max_file =
             (config.limits.workspace_mb.max(config.limits.tmpfs_mb) << 20).min(HARD_MAX_MESSAGE);
+        let (answers, decisions) = mpsc::channel(64);
         let task = Task {
+            enforcement: spec.enforcement,
+            gathered: None,
+            answers,
             prepared,
             nonce,
             assembler: MessageAssembler::new(HARD_MAX_MESSAGE),
@@ -115,7 +136,7 @@ impl Inner {
             max_file,
             job: None,
         };
-        tokio::spawn(task.serve(rx));
+        tokio::spawn(task.serve(rx, decisions));
         Ok(DockerSession {
             id,
             requests,
@@ -166,10 +187,16 @@ async fn opened(prepared: &mut Prepared, nonce: &str) -> Result<(), String> {
 
 /// The task that owns a session container's stream.
 struct Task {
+    /// The session's policy (its approvals and live events go where it says).
+    enforcement: Option<Enforcement>,
+    /// What the running command's policy reported so far.
+    gathered: Option<Gathered>,
+    /// Where the approver's decisions are sent, to be written to the supervisor.
+    answers: mpsc::Sender<ApprovalDecision>,
     prepared: Prepared,
     nonce: String,
     assembler: MessageAssembler,
-    running: Option<(Uuid, mpsc::UnboundedSender<Chunk>, Reply<CommandEnd>)>,
+    running: Option<(Uuid, mpsc::UnboundedSender<Chunk>, Reply<Ran>)>,
     files: HashMap<u64, Reply<FileAnswer>>,
     next_op: u64,
     /// A `SetEnv` waiting for its `SessionState`.
@@ -184,9 +211,20 @@ struct Task {
 }
 
 impl Task {
-    async fn serve(mut self, mut requests: mpsc::Receiver<Req>) {
+    async fn serve(
+        mut self,
+        mut requests: mpsc::Receiver<Req>,
+        mut decisions: mpsc::Receiver<ApprovalDecision>,
+    ) {
         let lost = loop {
             tokio::select! {
+                Some(decision) = decisions.recv() => {
+                    let payload = match serde_json::to_vec(&decision) {
+                        Ok(p) => p,
+                        Err(e) => break e.to_string(),
+                    };
+                    if let Err(e) = self.write(HostKind::ApprovalDecision, &payload).await { break e }
+                },
                 req = requests.recv() => match req {
                     Some(req) => if let Err(e) = self.request(req).await { break e },
                     // Every handle is gone: the container goes with this task.
@@ -236,6 +274,10 @@ impl Task {
                     timeout_ms: u64::try_from(command.timeout().as_millis()).unwrap_or(u64::MAX),
                 };
                 let payload = serde_json::to_vec(&exec).map_err(|e| e.to_string())?;
+                self.gathered = self
+                    .enforcement
+                    .as_ref()
+                    .map(|e| Gathered::new(e, self.answers.clone()));
                 self.running = Some((command.id(), out, reply));
                 self.write(HostKind::Exec, &payload).await
             }
@@ -339,9 +381,20 @@ impl Task {
                 if self.running.as_ref().is_some_and(|(id, ..)| *id == end.id)
                     && let Some((_, _, reply)) = self.running.take()
                 {
-                    let _ = reply.send(Ok(end));
+                    let events = self.gathered.take().map(|g| g.finish().0);
+                    let _ = reply.send(Ok(Ran { end, events }));
                 }
             }
+            Some(FrameKind::Events) => self
+                .gathered
+                .as_mut()
+                .ok_or("events outside a command under a policy")?
+                .on_events(&message)?,
+            Some(FrameKind::ApprovalRequest) => self
+                .gathered
+                .as_mut()
+                .ok_or("an approval request outside a command under a policy")?
+                .on_request(&message)?,
             Some(FrameKind::ArtifactBegin) => {
                 let begin: ArtifactBegin =
                     serde_json::from_slice(&message).map_err(|_| malformed("file"))?;
@@ -450,7 +503,7 @@ impl SessionBox for DockerSession {
         &self,
         command: CommandSpec,
         out: mpsc::UnboundedSender<Chunk>,
-    ) -> BoxFuture<'_, Result<CommandEnd, SessionFault>> {
+    ) -> BoxFuture<'_, Result<Ran, SessionFault>> {
         Box::pin(self.ask(move |reply| Req::Exec(command, out, reply)))
     }
 

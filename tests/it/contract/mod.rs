@@ -9,4 +9,5 @@ mod mcp;
 mod openapi;
 mod policy;
 mod session_cli;
+mod session_policy;
 mod sessions;
