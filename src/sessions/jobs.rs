@@ -24,6 +24,13 @@ impl Sessions {
         run: JobRun,
     ) -> Result<SessionJobEnd, SessionError> {
         let session = self.get(caller, id)?;
+        // Fail closed, as for one-shot jobs: the supervisor's job agent does not run steps under
+        // the run-time policy yet, so a session with one takes commands only.
+        if let Some(policy) = &session.policy {
+            return Err(SessionError::Invalid(format!(
+                "this session runs under policy `{policy}`, and jobs cannot be enforced yet: run the steps as commands"
+            )));
+        }
         let sandbox = {
             let mut live = session.live.lock().expect("session lock");
             ensure_serving(&live)?;
