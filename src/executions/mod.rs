@@ -29,6 +29,7 @@ mod jobs;
 mod lifecycle;
 mod live;
 mod outcome;
+mod prerun;
 mod programs;
 mod runpolicy;
 mod worker;

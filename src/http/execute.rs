@@ -15,8 +15,8 @@ use crate::auth::Caller;
 use crate::auth::Role;
 use crate::config::ExecutionSettings;
 use crate::domain::record::{
-    Approval, Artifact, ArtifactIssue, ExecutionError, ExecutionRecord, ResourceUsage, StageMs,
-    Status,
+    Approval, Artifact, ArtifactIssue, ExecutionError, ExecutionRecord, PolicyCheck, ResourceUsage,
+    StageMs, Status,
 };
 use crate::domain::script::{Language, Script};
 use crate::domain::verdict::Verdict;
@@ -173,7 +173,8 @@ pub(crate) struct ExecuteOut {
     /// Validation rejected the script, so no container was started.
     pub validation_failed: bool,
     pub validation: Verdict,
-    /// Why the execution did not succeed (`validation_failed`, `timeout`,
+    /// Why the execution did not succeed (`validation_failed`, `policy_violation` when the
+    /// run's policy denied a command or a finding before the run, `timeout`,
     /// `resource_limit_exceeded`, `execution_failure` for a non-zero exit or a crash, `denied`,
     /// `approval_timeout`, `internal_error`); null on success and while it is not finished.
     pub error: Option<ExecutionError>,
@@ -208,6 +209,12 @@ pub(crate) struct ExecuteOut {
     pub supervisor_version: Option<String>,
     /// The run-time policy the run was enforced under; null when it was not enforced.
     pub policy: Option<String>,
+    /// What the run's policy decided before the run other than `allow`: each command the script
+    /// runs (`command_rules`, nested ones included) and each finding raised by its
+    /// `validation_rules`, with the rule and its rendered message. A `deny` refused the run
+    /// (`policy_violation`); an `approve` held it for an operator; a `log` let it run.
+    #[serde(default)]
+    pub policy_checks: Vec<PolicyCheck>,
     /// What the script's processes did, as the policy decided it (null without a policy):
     /// `processes` `[{pid, argv, cwd, decision, rule}]`, `file_operations` `[{type, path, bytes,
     /// decision, rule}]`, `network_operations` (`net_connect`, `dns_query`), `blocked_operations`
@@ -250,6 +257,7 @@ impl From<&ExecutionRecord> for ExecuteOut {
             image_digest: o.and_then(|o| o.provenance.image_digest.clone()),
             supervisor_version: o.and_then(|o| o.provenance.supervisor_version.clone()),
             policy: r.run.policy().map(str::to_string),
+            policy_checks: r.policy_checks.clone(),
             events: o.and_then(|o| o.events.clone()),
             redacted: o.is_some_and(|o| o.redacted),
         }

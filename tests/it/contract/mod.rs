@@ -8,5 +8,6 @@ mod jobs;
 mod mcp;
 mod openapi;
 mod policy;
+mod policy_prerun;
 mod session_cli;
 mod sessions;
