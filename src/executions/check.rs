@@ -320,6 +320,7 @@ mod tests {
                 "constraints": {"allowed_commands": ["python3", "bash"]}, "steps": steps}),
             profile: "minimal".into(),
             timeout_secs: 60,
+            policy: None,
         })
     }
 
@@ -454,6 +455,7 @@ mod tests {
             job: json!({"protocol_version": "2.0", "steps": []}),
             profile: "minimal".into(),
             timeout_secs: 60,
+            policy: None,
         });
         let checked = checked(&work);
         assert_eq!(refused(&checked).1, ErrorType::SchemaError);

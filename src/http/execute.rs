@@ -67,7 +67,11 @@ pub(crate) struct ExecuteIn {
     /// policy (`policy.agents.NAME.default`) applies and is enforced; else the deployment's
     /// `policy.default`, enforced only when `policy.enforce_default` is on. A policy the token may
     /// not select is 403 `policy_not_allowed`; an unknown one (without authentication) is a
-    /// `schema_error` naming the valid ones.
+    /// `schema_error` naming the valid ones. Before the run, every command validation finds in
+    /// the script (nested ones too) is decided by the policy's `command_rules` and its findings
+    /// by its `validation_rules` (see `policy_checks` in the result). A run under a policy cannot
+    /// have `files` or `artifacts` yet (400, after a 403 `policy_violation` for a file its
+    /// `file_rules` deny).
     #[serde(default)]
     #[schema(example = "strict")]
     pub policy: Option<String>,
@@ -84,17 +88,9 @@ impl ExecuteIn {
         let requested = self.policy.clone();
         let run = self.check(executions.settings(), profiles, executions.job_maxima())?;
         let policy = executions.choose_policy(caller, requested.as_deref())?;
-        if let Some(name) = &policy
-            && run.has_workspace()
-        {
-            // The job agent that runs a workspace does not carry a run-time policy yet: refuse
-            // rather than run without the policy.
-            return Err(ApiError::Schema(format!(
-                "files/artifacts: a run under a run-time policy (`{name}`) cannot have files or \
-                 artifacts yet; send the script without them"
-            )));
-        }
-        Ok(Work::Script(run.with_policy(policy)))
+        let work = Work::Script(run.with_policy(policy));
+        refuse_unenforceable(executions, &work)?;
+        Ok(work)
     }
 
     /// The checked request (raw wire values become domain types only here).
@@ -134,6 +130,27 @@ impl ExecuteIn {
         );
         Ok(run.with_workspace(files, artifacts))
     }
+}
+
+/// A run under a policy that moves files in or out (a script's `files`/`artifacts`, a job): its
+/// files are decided by the policy's `file_rules` first (a `deny` is 403 `policy_violation`),
+/// then it is refused all the same (400): the job agent that runs it cannot enforce a policy
+/// inside the container yet, and nothing runs without the policy it was given.
+pub(crate) fn refuse_unenforceable(executions: &Executions, work: &Work) -> Result<(), ApiError> {
+    let Some(name) = work.policy() else {
+        return Ok(());
+    };
+    let (what, field) = match work {
+        Work::Script(run) if run.has_workspace() => {
+            ("a run with files or artifacts", "files/artifacts")
+        }
+        Work::Script(_) => return Ok(()),
+        Work::Job(_) => ("a job", "policy"),
+    };
+    executions.policy_files(work)?;
+    Err(ApiError::Schema(format!(
+        "{field}: {what} cannot run under a run-time policy (`{name}`) yet: the job agent does          not enforce policies inside the container; send it without a policy, or a script          without files and artifacts"
+    )))
 }
 
 /// An empty script or one with NUL characters is not a script: a schema error, before any
@@ -310,9 +327,9 @@ impl From<&ExecutionRecord> for SubmissionOut {
             body = ExecuteOut, example = json!(crate::http::openapi::example_result())),
         (status = 202, description = "Held for operator approval (`approval` is `always`, or `on_warn` and validation warned): read the result at `links.self`.",
             body = SubmissionOut, example = json!(crate::http::openapi::example_submission())),
-        (status = 400, description = "The body does not match the schema; the message names the field.", body = ErrorBody,
+        (status = 400, description = "The body does not match the schema; the message names the field. Also a run under a run-time policy with `files` or `artifacts`: the job agent that runs those cannot enforce a policy yet, so it is refused rather than run without it.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "script_type: unknown variant `ruby`, expected `python` or `bash`"}})),
-        (status = 403, description = "The token may not select the `policy` the request names.", body = ErrorBody,
+        (status = 403, description = "The token may not select the `policy` the request names (`policy_not_allowed`), or the run's policy denies one of its `files` (create, write) or `artifacts` (read) by its `file_rules` (`policy_violation`).", body = ErrorBody,
             example = json!({"error": {"type": "policy_not_allowed", "message": "policy `audit` is not one this token may select (it may select: default)"}})),
         (status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),

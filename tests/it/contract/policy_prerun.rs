@@ -1,7 +1,8 @@
 //! A run's policy before the run, over HTTP: the commands validation finds in a script (nested
 //! ones too) against `command_rules`, and the findings `validation_rules` raise. `deny` is a 200
 //! result with `policy_violation` and nothing runs; `approve` holds the execution in
-//! `/v1/approvals` with the rule's message; `log` runs and is audited.
+//! `/v1/approvals` with the rule's message; `log` runs and is audited. And the host-side file
+//! APIs: the files a script or a job moves in and out, against `file_rules` (403).
 
 use serde_json::{Value, json};
 
@@ -13,6 +14,8 @@ const GATE: &str = r#"
 version: 1
 name: gate
 file_rules:
+  - {name: no-secrets-in, paths: ["/workspace/secrets/**"], operations: [create, write], decision: deny, message: "{operation} of {path}: secrets stay out"}
+  - {name: no-keys-out, paths: ["**/*.key"], operations: [read], decision: deny}
   - {name: all, paths: ["/**"], operations: ["*"], decision: allow}
 command_rules:
   - {name: no-installs, commands: [pip, "pip3*"], args_pattern: ["install{, *}"], decision: deny, message: "{command} {args}: no installs here"}
@@ -257,5 +260,91 @@ async fn validation_rules_raise_findings_to_approve_or_deny() {
         ["import os\npid = os.fork()\n"],
         "only the run without a policy ran"
     );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn files_in_and_out_are_decided_by_file_rules_before_anything_is_recorded() {
+    let s = service(FakeRunner::new()).await;
+    let mut script = json!({"script_content": "print(1)", "script_type": "python", "policy": "gate",
+        "files": [{"path": "notes.txt", "content": "x"}, {"path": "secrets/token", "content": "x"}]});
+    let (status, out) = s.post("/v1/execute", &script).await;
+    assert_eq!(status, 403, "{out}");
+    assert_eq!(out["error"]["type"], "policy_violation");
+    assert_eq!(
+        out["error"]["message"],
+        "the policy `gate` denies create of /workspace/secrets/token: rule `no-secrets-in`: \
+         create of /workspace/secrets/token: secrets stay out"
+    );
+    script["files"] = json!([]);
+    script["artifacts"] = json!(["out/*.key"]);
+    let (status, out) = s.post("/v1/executions", &script).await;
+    assert_eq!(status, 403, "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("read of /workspace/out/*.key: rule `no-keys-out`")),
+        "{out}"
+    );
+    // Allowed files: still refused, since a run with files cannot be enforced yet.
+    script["artifacts"] = json!(["out/*.txt"]);
+    let (status, out) = s.post("/v1/execute", &script).await;
+    assert_eq!(
+        (status, out["error"]["type"].clone()),
+        (400, json!("schema_error")),
+        "{out}"
+    );
+
+    let job = |path: &str, policy: Option<&str>| {
+        let mut job = json!({"protocol_version": "1.0", "steps": [
+            {"id": "w", "type": "write_file", "arguments": {"path": path, "content": "x"}},
+            {"id": "r", "type": "read_file", "arguments": {"path": "a/b.key"}}]});
+        if let Some(p) = policy {
+            job["policy"] = json!(p);
+        }
+        job
+    };
+    let (status, out) = s.post("/v1/jobs", &job("secrets/x", Some("gate"))).await;
+    assert_eq!(status, 403, "{out}");
+    assert_eq!(out["error"]["type"], "policy_violation");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with(
+                "the policy `gate` denies create of /workspace/secrets/x: rule `no-secrets-in`"
+            )),
+        "{out}"
+    );
+    let (status, out) = s.post("/v1/jobs", &job("notes.txt", Some("gate"))).await;
+    assert_eq!(status, 403, "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("denies read of /workspace/a/b.key")),
+        "{out}"
+    );
+    // A job whose files pass is refused all the same: the job agent cannot enforce the policy.
+    let clean = json!({"protocol_version": "1.0", "policy": "gate", "steps": [
+        {"id": "w", "type": "write_file", "arguments": {"path": "notes.txt", "content": "x"}}]});
+    let (status, out) = s.post("/v1/jobs", &clean).await;
+    assert_eq!(status, 400, "{out}");
+    assert_eq!(out["error"]["type"], "schema_error");
+    assert!(
+        out["error"]["message"].as_str().is_some_and(
+            |m| m.starts_with("policy: a job cannot run under a run-time policy (`gate`)")
+        ),
+        "{out}"
+    );
+    let (status, out) = s.post("/v1/jobs", &job("notes.txt", Some("nope"))).await;
+    assert_eq!(status, 400, "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no policy `nope`")),
+        "{out}"
+    );
+    assert!(s.runner().ran().is_empty(), "nothing ran");
+    let list = get(&s, "/v1/approvals").await;
+    assert_eq!(list["pending"], json!([]), "nothing was recorded");
     s.stop().await;
 }
