@@ -149,7 +149,9 @@ pub(crate) fn refuse_unenforceable(executions: &Executions, work: &Work) -> Resu
     };
     executions.policy_files(work)?;
     Err(ApiError::Schema(format!(
-        "{field}: {what} cannot run under a run-time policy (`{name}`) yet: the job agent does          not enforce policies inside the container; send it without a policy, or a script          without files and artifacts"
+        "{field}: {what} cannot run under a run-time policy (`{name}`) yet: the job agent does \
+         not enforce policies inside the container; send it without a policy, or a script \
+         without files and artifacts"
     )))
 }
 
