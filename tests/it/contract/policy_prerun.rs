@@ -348,3 +348,45 @@ async fn files_in_and_out_are_decided_by_file_rules_before_anything_is_recorded(
     assert_eq!(list["pending"], json!([]), "nothing was recorded");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approved_work_is_decided_again_under_the_policy_of_the_service_that_runs_it() {
+    let data_dir = tempfile::tempdir().expect("data dir").keep();
+    let policies = tempfile::tempdir().expect("policies dir").keep();
+    std::fs::write(policies.join("gate.yml"), GATE).expect("policy file");
+    let config = |c: &mut scriptgate::config::Config| {
+        c.data_dir = Some(data_dir.clone());
+        c.policy.policies_dir = Some(policies.clone());
+    };
+    let first = Service::fake(FakeRunner::new(), config).await;
+    let (status, held) = first
+        .post(
+            "/v1/execute",
+            &bash("curl -s https://example.com\n", "gate"),
+        )
+        .await;
+    assert_eq!(status, 202, "{held}");
+    let id = held["execution_id"].as_str().expect("id").to_string();
+    first.stop().await;
+    // The deployment now denies what it held before.
+    let stricter = GATE.replace(
+        "name: fetch-needs-an-operator, commands: [curl], decision: approve",
+        "name: fetch-needs-an-operator, commands: [curl], decision: deny",
+    );
+    assert_ne!(stricter, GATE);
+    std::fs::write(policies.join("gate.yml"), stricter).expect("policy file");
+    let second = Service::fake(FakeRunner::new(), config).await;
+    let (status, approved) = second
+        .post(
+            &format!("/v1/approvals/{id}"),
+            &json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!((status, approved["status"].clone()), (200, json!("queued")));
+    let done = get(&second, &format!("/v1/executions/{id}?wait=30")).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["error"]["type"], "policy_violation", "{done}");
+    assert_eq!(done["policy_checks"][0]["decision"], "deny", "{done}");
+    assert!(second.runner().ran().is_empty(), "nothing ran");
+    second.stop().await;
+}
