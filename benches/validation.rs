@@ -9,6 +9,8 @@
 //!
 //! - `-- --phases`: the mean time of each step of validation per fixture, beside a bare cursor walk
 //!   of the tree (the floor any check on the tree pays) and the number of nodes;
+//! - `-- --commands`: what a run under a policy adds before the run, listing the script's command
+//!   invocations (`Validator::commands`, a second walk) beside validation, per fixture;
 //! - `-- --profile <fixture> <seconds> [--count N] [--parse]`: validate (or only parse) one fixture in
 //!   a loop, for a profiler. With `--count`, a fixed number of runs, so an instruction-counting
 //!   profiler gives comparable figures: `valgrind --tool=callgrind
@@ -137,6 +139,33 @@ fn phases(validator: &Validator) {
     }
 }
 
+/// `--commands`: the cost of listing the command invocations beside validation (medians).
+fn commands(validator: &Validator) {
+    println!("| script | commands | validate (median) | commands (median) | ratio |");
+    println!("|---|---:|---:|---:|---:|");
+    for name in FIXTURES {
+        let script = fixture(name);
+        let found = validator.commands(&script).len();
+        let iterations = 50;
+        let (mut v, mut c) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            v.push(per_iteration(iterations, || {
+                black_box(validator.validate(black_box(&script)));
+            }));
+            c.push(per_iteration(iterations, || {
+                black_box(validator.commands(black_box(&script)));
+            }));
+        }
+        let (v, c) = (median(v), median(c));
+        println!(
+            "| {name} | {found} | {:.1} µs | {:.1} µs | {:.2}× |",
+            v * 1e6,
+            c * 1e6,
+            c / v
+        );
+    }
+}
+
 /// `--profile <fixture> <seconds> [--count N] [--parse]`: one fixture in a loop.
 fn profile(validator: &Validator, name: &str) {
     let script = fixture(name);
@@ -175,6 +204,9 @@ fn main() {
     );
     if std::env::args().any(|a| a == "--phases") {
         return phases(&validator);
+    }
+    if std::env::args().any(|a| a == "--commands") {
+        return commands(&validator);
     }
     if let Some(name) = arg_after("--profile") {
         return profile(&validator, &name);

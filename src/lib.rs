@@ -286,6 +286,7 @@ pub fn check_job(config: &Config, bytes: &[u8]) -> Result<JobCheck, JobCliError>
         validator: &validator,
         maxima: &config.sandbox.jobs,
         output_bytes: config.sandbox.limits.output_bytes,
+        policy: None,
     };
     let checked = executions::check::check(deps, &work);
     let job = work.job().expect("a job");

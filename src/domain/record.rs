@@ -182,6 +182,10 @@ pub struct ExecutionRecord {
     pub result: Option<RunResult>,
     pub error: Option<ExecutionError>,
     pub approval: Option<Approval>,
+    /// What the run's policy decided before the run, other than `allow`: the commands the
+    /// script runs (its `command_rules`) and the findings it raises (its `validation_rules`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_checks: Vec<PolicyCheck>,
     pub timings: StageMs,
     /// Milliseconds of processing until the terminal status (0 until then): from the request for
     /// a run that waits for its result, from a worker picking it up for a queued or approved run.
@@ -197,6 +201,34 @@ impl ExecutionRecord {
     pub fn job_id(&self) -> Option<Uuid> {
         self.run.job().map(|j| j.job_id)
     }
+}
+
+/// What a policy's pre-run decision was about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyCheckKind {
+    /// A command the script runs, decided by the policy's `command_rules`.
+    Command,
+    /// A validation finding, raised by the policy's `validation_rules`.
+    Finding,
+}
+
+/// A decision a run's policy made before the run (`deny`, `approve` or `log`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PolicyCheck {
+    pub kind: PolicyCheckKind,
+    /// The command line (`pip install requests`), or the finding's rule id.
+    pub target: String,
+    /// `deny`, `approve` or `log`.
+    #[schema(value_type = String, example = "approve")]
+    pub decision: scriptgate_policy::Decision,
+    /// The policy rule that decided; null when none matched (the section denies).
+    pub rule: Option<String>,
+    /// The rule's message, rendered for this command or finding.
+    pub message: Option<String>,
+    /// Where in the script (1-based).
+    pub line: u32,
+    pub column: u32,
 }
 
 pub fn sha256_hex(text: &str) -> String {

@@ -106,6 +106,9 @@ pub struct JobWork {
     pub profile: String,
     /// The job's deadline, `constraints.max_runtime_seconds`.
     pub timeout_secs: u64,
+    /// The run-time policy chosen for it (`None`: the sandbox alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 impl Work {
@@ -145,7 +148,7 @@ impl Work {
     pub fn policy(&self) -> Option<&str> {
         match self {
             Work::Script(s) => s.policy.as_deref(),
-            Work::Job(_) => None,
+            Work::Job(j) => j.policy.as_deref(),
         }
     }
 
@@ -237,6 +240,7 @@ mod tests {
             job: serde_json::json!({"protocol_version": "1.0", "steps": []}),
             profile: DEFAULT_PROFILE.into(),
             timeout_secs: 300,
+            policy: Some("strict".into()),
         });
         for work in [script, job] {
             let json = serde_json::to_string(&work).expect("writes");

@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 
-use crate::domain::record::{ApprovalMode, Decision, ErrorKind, ExecutionRecord, Status};
+use crate::domain::record::{
+    ApprovalMode, Decision, ErrorKind, ExecutionRecord, PolicyCheckKind, Status,
+};
 use crate::domain::script::Language;
 use crate::domain::verdict::{Layer, Severity, Verdict};
 use crate::domain::work::Work;
@@ -116,17 +118,57 @@ pub(super) fn validation(rec: &ExecutionRecord, verdict: &Verdict) -> AuditEvent
 }
 
 #[derive(Serialize)]
-struct ApprovalRequested {
+struct ApprovalRequested<'a> {
     mode: ApprovalMode,
+    /// The run's policy, when one of its `approve` decisions holds the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policy: Option<&'a str>,
 }
 
 pub(super) fn approval_requested(rec: &ExecutionRecord, mode: ApprovalMode) -> AuditEvent {
-    entry(
-        rec,
-        SERVICE,
-        "approval_requested",
-        ApprovalRequested { mode },
-    )
+    let by_policy = rec
+        .policy_checks
+        .iter()
+        .any(|c| c.decision == PolicyVerdict::Approve);
+    let requested = ApprovalRequested {
+        mode,
+        policy: rec.run.policy().filter(|_| by_policy),
+    };
+    entry(rec, SERVICE, "approval_requested", requested)
+}
+
+/// A decision of the run's policy before the run (a command, or a raised finding).
+#[derive(Serialize)]
+struct PolicyCheckSeen<'a> {
+    policy: &'a str,
+    /// `command` or `finding`.
+    operation: PolicyCheckKind,
+    /// The command line, or the finding's rule id.
+    target: &'a str,
+    decision: PolicyVerdict,
+    rule: Option<&'a str>,
+    line: u32,
+}
+
+/// Every `deny`, `approve` and `log` decision the run's policy made before the run.
+pub(super) fn policy_checks(rec: &ExecutionRecord) -> Vec<AuditEvent> {
+    let Some(policy) = rec.run.policy() else {
+        return Vec::new();
+    };
+    rec.policy_checks
+        .iter()
+        .map(|c| {
+            let seen = PolicyCheckSeen {
+                policy,
+                operation: c.kind,
+                target: &c.target,
+                decision: c.decision,
+                rule: c.rule.as_deref(),
+                line: c.line,
+            };
+            entry(rec, SERVICE, "policy_decision", seen)
+        })
+        .collect()
 }
 
 /// One decision of a run-time policy other than `allow`.
@@ -362,6 +404,7 @@ mod tests {
             }),
             error: None,
             approval: None,
+            policy_checks: Vec::new(),
             timings: StageMs::default(),
             duration_ms: 12,
         }

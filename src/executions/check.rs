@@ -1,7 +1,8 @@
 //! The validate step of every run, by kind of work: what may run (a [`Cleared`] value the sandbox
 //! accepts) or why not (a [`Refusal`]), with the verdicts that decided.
 //!
-//! - A script: every validation layer; [`RunSpec::cleared`] takes only a passing verdict.
+//! - A script: every validation layer; [`RunSpec::cleared`] takes only a passing verdict. Under
+//!   a run-time policy, the policy's pre-run decisions too (`prerun.rs`): a `deny` refuses it.
 //! - A script with a workspace (files in, artifacts out): the script as above, each file's
 //!   content (see `content.rs`), then the run becomes a job of its own (write the files, write
 //!   the script, run it with its interpreter, collect the globs), cleared like any job.
@@ -13,7 +14,10 @@
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use scriptgate_policy::CompiledPolicy;
+
 use super::content::{self, ContentChecker};
+use super::prerun::{self, Review};
 use crate::domain::content::{ContentVerdict, JobVerdict, empty_verdict, merged};
 use crate::domain::record::{ErrorKind, ExecutionError, JobResult};
 use crate::domain::script::Language;
@@ -41,6 +45,8 @@ pub(crate) struct CheckDeps<'a> {
     pub maxima: &'a Maxima,
     /// Bytes of stdout and of stderr a workspace run keeps (`sandbox.limits.output_bytes`).
     pub output_bytes: u64,
+    /// The run-time policy the work runs under, with its name (`None`: not enforced).
+    pub policy: Option<(&'a str, &'a CompiledPolicy)>,
 }
 
 /// The validate step's answer.
@@ -50,6 +56,8 @@ pub(crate) struct Checked {
     /// empty, in the language of the container jobs run in).
     pub verdict: Verdict,
     pub contents: Vec<ContentVerdict>,
+    /// The run-time policy's decisions before the run (empty without a policy).
+    pub review: Review,
     pub outcome: Result<Cleared, Refusal>,
 }
 
@@ -79,38 +87,62 @@ pub(crate) enum Refusal {
 pub(crate) fn check(deps: CheckDeps<'_>, work: &Work) -> Checked {
     match work {
         Work::Script(run) if run.has_workspace() => workspace(deps, run),
-        Work::Script(run) => script(deps.validator, run),
+        Work::Script(run) => script(deps, run),
         Work::Job(job) => job_work(deps, job),
     }
 }
 
-fn validated(validator: &Validator, run: &ScriptRun) -> Verdict {
-    let verdict = validator.validate(&run.script);
+/// The script's verdict, with the findings the run's policy raises, and the policy's review.
+fn validated(deps: CheckDeps<'_>, run: &ScriptRun) -> (Verdict, Review) {
+    let mut verdict = deps.validator.validate(&run.script);
+    let review = match deps.policy {
+        Some((name, policy)) => {
+            prerun::review(deps.validator, policy, name, &run.script, &mut verdict)
+        }
+        None => Review::default(),
+    };
     crate::metrics::validated(&verdict);
-    verdict
+    (verdict, review)
 }
 
-fn script(validator: &Validator, run: &ScriptRun) -> Checked {
-    let verdict = validated(validator, run);
-    let outcome = RunSpec::cleared(run, &verdict)
-        .map(Cleared::Script)
-        .map_err(|_| Refusal::Invalid);
+/// A `deny` of the run's policy, as the refusal the record keeps.
+fn denied(review: &Review) -> Option<Refusal> {
+    review.refusal.clone().map(|error| Refusal::Refused {
+        error,
+        result: None,
+    })
+}
+
+fn script(deps: CheckDeps<'_>, run: &ScriptRun) -> Checked {
+    let (verdict, review) = validated(deps, run);
+    let outcome = match denied(&review) {
+        Some(refusal) => Err(refusal),
+        None => RunSpec::cleared(run, &verdict)
+            .map(Cleared::Script)
+            .map_err(|_| Refusal::Invalid),
+    };
     Checked {
         verdict,
         contents: Vec::new(),
+        review,
         outcome,
     }
 }
 
 fn workspace(deps: CheckDeps<'_>, run: &ScriptRun) -> Checked {
-    let script_verdict = validated(deps.validator, run);
+    let (script_verdict, review) = validated(deps, run);
     let contents = ContentChecker::new(deps.validator).files(&run.files);
     let verdict = merged(script_verdict.clone(), &contents);
     let mut checked = Checked {
         verdict,
         contents,
         outcome: Err(Refusal::Invalid),
+        review,
     };
+    if let Some(refusal) = denied(&checked.review) {
+        checked.outcome = Err(refusal);
+        return checked;
+    }
     if !checked.verdict.valid || RunSpec::cleared(run, &script_verdict).is_err() {
         return checked;
     }
@@ -189,6 +221,7 @@ fn job_work(deps: CheckDeps<'_>, work: &JobWork) -> Checked {
     let mut checked = Checked {
         verdict: empty_verdict(JOB_LANGUAGE),
         contents: Vec::new(),
+        review: Review::default(),
         outcome: Err(Refusal::Invalid),
     };
     let parsed = match job::parse_value(&work.job) {
@@ -287,6 +320,7 @@ mod tests {
                 "constraints": {"allowed_commands": ["python3", "bash"]}, "steps": steps}),
             profile: "minimal".into(),
             timeout_secs: 60,
+            policy: None,
         })
     }
 
@@ -296,6 +330,7 @@ mod tests {
             validator: &validator,
             maxima: &Maxima::default(),
             output_bytes: 1 << 20,
+            policy: None,
         };
         check(deps, work)
     }
@@ -420,6 +455,7 @@ mod tests {
             job: json!({"protocol_version": "2.0", "steps": []}),
             profile: "minimal".into(),
             timeout_secs: 60,
+            policy: None,
         });
         let checked = checked(&work);
         assert_eq!(refused(&checked).1, ErrorType::SchemaError);

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::check::{self, CheckDeps, Checked, Cleared, Refusal};
 use super::outcome::{Ended, ms};
+use super::prerun::Review;
 use super::worker::retryable;
 use super::{ExecError, Executions, Submitted, audit};
 use crate::auth::Caller;
@@ -45,6 +46,8 @@ struct Intake<'a> {
     work: Work,
     verdict: Verdict,
     contents: Vec<ContentVerdict>,
+    /// The run-time policy's decisions before the run.
+    review: Review,
     started: Instant,
     validate_ms: u64,
 }
@@ -65,6 +68,7 @@ impl Intake<'_> {
             result: None,
             error: None,
             approval: None,
+            policy_checks: self.review.checks.clone(),
             timings: StageMs {
                 validate: self.validate_ms,
                 ..StageMs::default()
@@ -75,10 +79,12 @@ impl Intake<'_> {
 
     /// The audit entries every new record starts with.
     fn events(&self, rec: &ExecutionRecord) -> Vec<AuditEvent> {
-        vec![
+        let mut events = vec![
             audit::request(rec, &self.caller.name),
             audit::validation(rec, &rec.verdict),
-        ]
+        ];
+        events.extend(audit::policy_checks(rec));
+        events
     }
 }
 
@@ -104,12 +110,16 @@ impl Executions {
         let validator = self.validator.clone();
         let maxima = self.job_maxima.clone();
         let output_bytes = self.output_bytes;
+        let policy = work
+            .policy()
+            .and_then(|name| Some((name.to_string(), self.run_policies.compiled(name)?)));
         let owned = work.clone();
         tokio::task::spawn_blocking(move || {
             let deps = CheckDeps {
                 validator: &validator,
                 maxima: &maxima,
                 output_bytes,
+                policy: policy.as_ref().map(|(name, p)| (name.as_str(), &**p)),
             };
             check::check(deps, &owned)
         })
@@ -121,6 +131,7 @@ impl Executions {
             Checked {
                 verdict: validator_failure(language),
                 contents: Vec::new(),
+                review: Review::default(),
                 outcome: Err(Refusal::Invalid),
             }
         })
@@ -143,6 +154,7 @@ impl Executions {
         let Checked {
             verdict,
             contents,
+            review,
             outcome,
         } = self.check(&work).await;
         let intake = Intake {
@@ -150,6 +162,7 @@ impl Executions {
             work,
             verdict,
             contents,
+            review,
             started,
             validate_ms: ms(started.elapsed()),
         };
@@ -161,7 +174,8 @@ impl Executions {
         }
     }
 
-    /// Only cleared work runs; the approval policy and the caller decide when.
+    /// Only cleared work runs; the approval policy (or an `approve` of the run's policy) and the
+    /// caller decide when.
     fn next(
         &self,
         intake: &Intake<'_>,
@@ -172,7 +186,7 @@ impl Executions {
             Ok(cleared) => cleared,
             Err(refusal) => return Next::Reject(refusal),
         };
-        if self.policy.requires(&intake.verdict) {
+        if self.policy.requires(&intake.verdict) || intake.review.holds() {
             Next::Hold
         } else if wait_for_result {
             Next::Run(cleared)
@@ -450,6 +464,7 @@ mod tests {
             result: None,
             error: None,
             approval: None,
+            policy_checks: Vec::new(),
             timings: StageMs::default(),
             duration_ms: 0,
         };

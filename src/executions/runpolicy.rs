@@ -5,8 +5,10 @@
 //! own (`policy.agents.NAME.default`), or when `policy.enforce_default` is on; otherwise the
 //! sandbox alone bounds it, as before run-time policies existed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use scriptgate_policy::CompiledPolicy;
 use scriptgate_policy::events::Events;
 
 use super::Executions;
@@ -41,6 +43,11 @@ impl RunPolicies {
             Chooser::Agent(&caller.name)
         };
         self.policies.choose(chooser, requested)
+    }
+
+    /// The compiled policy `name` (`None`: no such policy, after a restart with other policies).
+    pub(crate) fn compiled(&self, name: &str) -> Option<Arc<CompiledPolicy>> {
+        Some(self.policies.get(name)?.policy.clone())
     }
 
     /// What a run under the policy `name` carries to its sandbox (`None`: no such policy, after a

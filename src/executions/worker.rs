@@ -12,7 +12,7 @@ use super::check::Refusal;
 use super::lifecycle::refused;
 use super::{ExecError, Executions, audit};
 use crate::domain::content::ContentVerdict;
-use crate::domain::record::{ExecutionRecord, Status};
+use crate::domain::record::{ExecutionRecord, PolicyCheck, Status};
 use crate::domain::verdict::Verdict;
 use crate::sandbox::{Lease, SandboxError};
 use crate::store::{StoreError, Transition};
@@ -39,7 +39,7 @@ impl Executions {
         let cleared = match checked.outcome {
             Ok(cleared) => cleared,
             Err(refusal) => {
-                let verdicts = (checked.verdict, checked.contents);
+                let verdicts = (checked.verdict, checked.contents, checked.review.checks);
                 return Ok(self.reject_queued(id, verdicts, refusal, started).await?);
             }
         };
@@ -72,14 +72,16 @@ impl Executions {
     async fn reject_queued(
         &self,
         id: Uuid,
-        (verdict, contents): (Verdict, Vec<ContentVerdict>),
+        (verdict, contents, checks): (Verdict, Vec<ContentVerdict>, Vec<PolicyCheck>),
         refusal: Refusal,
         started: Instant,
     ) -> Result<(), StoreError> {
         self.transition(id, &[Status::Queued], move |r| {
             r.verdict = verdict;
             r.contents = contents;
-            let events = vec![audit::validation(r, &r.verdict)];
+            r.policy_checks = checks;
+            let mut events = vec![audit::validation(r, &r.verdict)];
+            events.extend(audit::policy_checks(r));
             refused(r, refusal, started);
             events
         })

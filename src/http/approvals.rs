@@ -14,7 +14,7 @@ use super::execute::ExecuteOut;
 use super::params::IdParam;
 use super::{AppState, Json};
 use crate::auth::Role;
-use crate::domain::record::{Decision, ExecutionRecord};
+use crate::domain::record::{Decision, ExecutionRecord, PolicyCheck};
 use crate::domain::script::Language;
 use crate::domain::verdict::Verdict;
 use crate::domain::work::WorkspaceFile;
@@ -37,6 +37,10 @@ pub(super) struct PendingOut {
     /// Seconds: the script's timeout, or the job's `max_runtime_seconds`.
     pub timeout: u64,
     pub validation: Verdict,
+    /// What the run's policy decided before the run other than `allow`: an `approve` here is
+    /// why the execution waits (the command or finding, the rule, its rendered message).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_checks: Vec<PolicyCheck>,
     /// The files a script writes into `/workspace` before it runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<PendingFile>,
@@ -191,6 +195,7 @@ fn pending(r: &ExecutionRecord, timeout: std::time::Duration) -> PendingOut {
         stdin: script.map(|s| s.stdin.clone()).unwrap_or_default(),
         timeout: r.run.timeout_secs(),
         validation: r.verdict.clone(),
+        policy_checks: r.policy_checks.clone(),
         files: script
             .map(|s| s.files.iter().map(pending_file).collect())
             .unwrap_or_default(),

@@ -186,7 +186,10 @@ impl Catalog {
                             "The run-time policy that decides every program, file and connection \
                              of the script (optional; the deployment default is `{}`). Denied \
                              operations fail (EACCES/EPERM) and are listed in the result's \
-                             `events.blocked_operations`.",
+                             `events.blocked_operations`. Before the run, the commands the \
+                             script runs are decided too: a denied one refuses the run \
+                             (`policy_violation`), one that needs an operator holds it \
+                             (`policy_checks` says which). Not with files or artifacts yet.",
                             config.policy.default
                         )
                     }

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::artifacts::ArtifactError;
 use crate::auth::AuthError;
-use crate::executions::{ExecError, PolicyChoiceError, Refused};
+use crate::executions::{ExecError, FileDenied, PolicyChoiceError, Refused};
 use crate::sandbox::SandboxError;
 use crate::sessions::{FileFailure, SessionError};
 
@@ -246,6 +246,15 @@ impl From<PolicyChoiceError> for ApiError {
         match e {
             PolicyChoiceError::NotAllowed(_) => ApiError::PolicyNotAllowed(e.to_string()),
             PolicyChoiceError::Unknown { .. } => ApiError::Schema(e.to_string()),
+        }
+    }
+}
+
+impl From<FileDenied> for ApiError {
+    fn from(e: FileDenied) -> Self {
+        ApiError::PolicyViolation {
+            rule: e.rule.clone(),
+            message: e.to_string(),
         }
     }
 }

@@ -15,8 +15,8 @@ use crate::auth::Caller;
 use crate::auth::Role;
 use crate::config::ExecutionSettings;
 use crate::domain::record::{
-    Approval, Artifact, ArtifactIssue, ExecutionError, ExecutionRecord, ResourceUsage, StageMs,
-    Status,
+    Approval, Artifact, ArtifactIssue, ExecutionError, ExecutionRecord, PolicyCheck, ResourceUsage,
+    StageMs, Status,
 };
 use crate::domain::script::{Language, Script};
 use crate::domain::verdict::Verdict;
@@ -67,7 +67,11 @@ pub(crate) struct ExecuteIn {
     /// policy (`policy.agents.NAME.default`) applies and is enforced; else the deployment's
     /// `policy.default`, enforced only when `policy.enforce_default` is on. A policy the token may
     /// not select is 403 `policy_not_allowed`; an unknown one (without authentication) is a
-    /// `schema_error` naming the valid ones.
+    /// `schema_error` naming the valid ones. Before the run, every command validation finds in
+    /// the script (nested ones too) is decided by the policy's `command_rules` and its findings
+    /// by its `validation_rules` (see `policy_checks` in the result). A run under a policy cannot
+    /// have `files` or `artifacts` yet (400, after a 403 `policy_violation` for a file its
+    /// `file_rules` deny).
     #[serde(default)]
     #[schema(example = "strict")]
     pub policy: Option<String>,
@@ -84,17 +88,9 @@ impl ExecuteIn {
         let requested = self.policy.clone();
         let run = self.check(executions.settings(), profiles, executions.job_maxima())?;
         let policy = executions.choose_policy(caller, requested.as_deref())?;
-        if let Some(name) = &policy
-            && run.has_workspace()
-        {
-            // The job agent that runs a workspace does not carry a run-time policy yet: refuse
-            // rather than run without the policy.
-            return Err(ApiError::Schema(format!(
-                "files/artifacts: a run under a run-time policy (`{name}`) cannot have files or \
-                 artifacts yet; send the script without them"
-            )));
-        }
-        Ok(Work::Script(run.with_policy(policy)))
+        let work = Work::Script(run.with_policy(policy));
+        refuse_unenforceable(executions, &work)?;
+        Ok(work)
     }
 
     /// The checked request (raw wire values become domain types only here).
@@ -136,6 +132,29 @@ impl ExecuteIn {
     }
 }
 
+/// A run under a policy that moves files in or out (a script's `files`/`artifacts`, a job): its
+/// files are decided by the policy's `file_rules` first (a `deny` is 403 `policy_violation`),
+/// then it is refused all the same (400): the job agent that runs it cannot enforce a policy
+/// inside the container yet, and nothing runs without the policy it was given.
+pub(crate) fn refuse_unenforceable(executions: &Executions, work: &Work) -> Result<(), ApiError> {
+    let Some(name) = work.policy() else {
+        return Ok(());
+    };
+    let (what, field) = match work {
+        Work::Script(run) if run.has_workspace() => {
+            ("a run with files or artifacts", "files/artifacts")
+        }
+        Work::Script(_) => return Ok(()),
+        Work::Job(_) => ("a job", "policy"),
+    };
+    executions.policy_files(work)?;
+    Err(ApiError::Schema(format!(
+        "{field}: {what} cannot run under a run-time policy (`{name}`) yet: the job agent does \
+         not enforce policies inside the container; send it without a policy, or a script \
+         without files and artifacts"
+    )))
+}
+
 /// An empty script or one with NUL characters is not a script: a schema error, before any
 /// validation layer (the size layer still rejects both for callers that skip this check).
 pub(crate) fn check_script_text(text: &str) -> Result<(), ApiError> {
@@ -173,7 +192,8 @@ pub(crate) struct ExecuteOut {
     /// Validation rejected the script, so no container was started.
     pub validation_failed: bool,
     pub validation: Verdict,
-    /// Why the execution did not succeed (`validation_failed`, `timeout`,
+    /// Why the execution did not succeed (`validation_failed`, `policy_violation` when the
+    /// run's policy denied a command or a finding before the run, `timeout`,
     /// `resource_limit_exceeded`, `execution_failure` for a non-zero exit or a crash, `denied`,
     /// `approval_timeout`, `internal_error`); null on success and while it is not finished.
     pub error: Option<ExecutionError>,
@@ -208,6 +228,12 @@ pub(crate) struct ExecuteOut {
     pub supervisor_version: Option<String>,
     /// The run-time policy the run was enforced under; null when it was not enforced.
     pub policy: Option<String>,
+    /// What the run's policy decided before the run other than `allow`: each command the script
+    /// runs (`command_rules`, nested ones included) and each finding raised by its
+    /// `validation_rules`, with the rule and its rendered message. A `deny` refused the run
+    /// (`policy_violation`); an `approve` held it for an operator; a `log` let it run.
+    #[serde(default)]
+    pub policy_checks: Vec<PolicyCheck>,
     /// What the script's processes did, as the policy decided it (null without a policy):
     /// `processes` `[{pid, argv, cwd, decision, rule}]`, `file_operations` `[{type, path, bytes,
     /// decision, rule}]`, `network_operations` (`net_connect`, `dns_query`), `blocked_operations`
@@ -250,6 +276,7 @@ impl From<&ExecutionRecord> for ExecuteOut {
             image_digest: o.and_then(|o| o.provenance.image_digest.clone()),
             supervisor_version: o.and_then(|o| o.provenance.supervisor_version.clone()),
             policy: r.run.policy().map(str::to_string),
+            policy_checks: r.policy_checks.clone(),
             events: o.and_then(|o| o.events.clone()),
             redacted: o.is_some_and(|o| o.redacted),
         }
@@ -302,9 +329,9 @@ impl From<&ExecutionRecord> for SubmissionOut {
             body = ExecuteOut, example = json!(crate::http::openapi::example_result())),
         (status = 202, description = "Held for operator approval (`approval` is `always`, or `on_warn` and validation warned): read the result at `links.self`.",
             body = SubmissionOut, example = json!(crate::http::openapi::example_submission())),
-        (status = 400, description = "The body does not match the schema; the message names the field.", body = ErrorBody,
+        (status = 400, description = "The body does not match the schema; the message names the field. Also a run under a run-time policy with `files` or `artifacts`: the job agent that runs those cannot enforce a policy yet, so it is refused rather than run without it.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "script_type: unknown variant `ruby`, expected `python` or `bash`"}})),
-        (status = 403, description = "The token may not select the `policy` the request names.", body = ErrorBody,
+        (status = 403, description = "The token may not select the `policy` the request names (`policy_not_allowed`), or the run's policy denies one of its `files` (create, write) or `artifacts` (read) by its `file_rules` (`policy_violation`).", body = ErrorBody,
             example = json!({"error": {"type": "policy_not_allowed", "message": "policy `audit` is not one this token may select (it may select: default)"}})),
         crate::http::openapi::AdmissionResponses,
     ),

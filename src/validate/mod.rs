@@ -5,6 +5,7 @@
 //! It is defence in depth, not the boundary (the container is), but it works on the syntax tree, so a
 //! word in a comment or a string does not trip it while an aliased or string-built call does.
 
+mod commands;
 mod dangerous;
 mod language;
 mod limits;
@@ -16,6 +17,7 @@ pub mod syntax;
 pub use crate::domain::verdict;
 mod kinds;
 mod walk;
+pub use commands::{CommandInvocation, MAX_COMMANDS};
 pub(crate) use kinds::Kinds;
 
 use std::collections::HashSet;

@@ -93,6 +93,10 @@ fn test_config(tweak: impl FnOnce(&mut Config)) -> Config {
         config.sandbox.python_image = runner_image();
         config.sandbox.bash_image = runner_image();
     }
+    // The variable a spawned service reads: the suite can run with enforcement on by default.
+    if std::env::var("SCRIPTGATE_POLICY__ENFORCE_DEFAULT").is_ok_and(|v| v == "true") {
+        config.policy.enforce_default = true;
+    }
     tweak(&mut config);
     config
 }

@@ -18,16 +18,16 @@ use uuid::Uuid;
 
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
-use super::execute::Links;
+use super::execute::{Links, refuse_unenforceable};
 use super::executions::{MAX_WAIT_SECS, WaitQuery};
 use super::json::RawJson;
 use super::params::{JobIdParam, Query};
 use super::{AppState, artifacts};
-use crate::auth::Role;
+use crate::auth::{Caller, Role};
 use crate::domain::content::ContentVerdict;
 use crate::domain::record::{ExecutionRecord, JobResult, Status};
 use crate::domain::work::{JobWork, Work};
-use crate::executions::{Submitted, job_result};
+use crate::executions::{Executions, Submitted, job_result};
 use crate::sandbox::JOB_LANGUAGE;
 use crate::sandbox::job;
 use crate::sandbox::profiles::Profiles;
@@ -108,7 +108,25 @@ pub(crate) fn intake(bytes: &[u8], profiles: &Profiles) -> Result<Work, ApiError
         job: document,
         profile,
         timeout_secs: parsed.constraints.max_runtime_seconds,
+        policy: parsed.policy,
     }))
+}
+
+/// The job with the run-time policy chosen for `caller` (its `policy` field, else the token's
+/// default, else the deployment's when enforced), refused when it has one (see
+/// [`refuse_unenforceable`]).
+pub(crate) fn with_policy(
+    work: Work,
+    executions: &Executions,
+    caller: &Caller,
+) -> Result<Work, ApiError> {
+    let Work::Job(mut job) = work else {
+        return Ok(work);
+    };
+    job.policy = executions.choose_policy(caller, job.policy.as_deref())?;
+    let work = Work::Job(job);
+    refuse_unenforceable(executions, &work)?;
+    Ok(work)
 }
 
 /// Run a job of the job protocol in a one-use container and answer with its complete result.
@@ -124,8 +142,10 @@ pub(crate) fn intake(bytes: &[u8], profiles: &Profiles) -> Result<Work, ApiError
             body = schema::JobOutDoc, example = json!(schema::example_result())),
         (status = 202, description = "Held for operator approval: read the result at `links.self` (`?wait=N` long-polls).",
             body = JobSubmissionOut, example = json!(schema::example_submission())),
-        (status = 400, description = "Not a well-formed job (`schema_error`): not JSON, an unknown or malformed `protocol_version`, an unknown step type, a missing argument or a wrong type, an unknown field at 1.0, an unknown `profile`. Nothing was recorded or run.", body = ErrorBody,
+        (status = 400, description = "Not a well-formed job (`schema_error`): not JSON, an unknown or malformed `protocol_version`, an unknown step type, a missing argument or a wrong type, an unknown field at 1.0, an unknown `profile`; or a job under a run-time policy (the job agent cannot enforce one yet). Nothing was recorded or run.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "protocol version 2.0 is not supported (this agent speaks 1.x)"}})),
+        (status = 403, description = "The token may not select the `policy` the job names (`policy_not_allowed`), or the job's policy denies one of its files (`policy_violation`: a `write_file`, `read_file`, `apply_unified_diff` or `list_tree` path, or an artifact glob). Nothing was recorded or run.", body = ErrorBody,
+            example = json!({"error": {"type": "policy_violation", "message": "the policy `strict` denies read of /workspace/.ssh/id_rsa: rule `credentials`: /workspace/.ssh/id_rsa holds credentials: read refused"}})),
         (status = 409, description = "The `job_id` is already used by another job.", body = ErrorBody,
             example = json!({"error": {"type": "conflict", "message": "job_id 6f0b1a52-4f1b-4c55-9d3c-3e2a1b0c9d8e is already used by another job"}})),
         crate::http::openapi::AdmissionResponses,
@@ -138,7 +158,7 @@ pub(super) async fn submit(
     RawJson(body): RawJson,
 ) -> Result<Response, ApiError> {
     let caller = caller.require(Role::Agent)?;
-    let work = intake(&body, &state.profiles)?;
+    let work = with_policy(intake(&body, &state.profiles)?, &state.executions, caller)?;
     Ok(match state.executions.submit(caller, work, true).await? {
         Submitted::Finished(rec) | Submitted::Accepted(rec) => answer(&rec),
     })

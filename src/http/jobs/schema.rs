@@ -41,6 +41,16 @@ pub(crate) struct JobIn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub profile: Option<String>,
+    /// The run-time policy (`scriptgate policy list`), chosen as for `/v1/execute`: this field,
+    /// else the token's default, else the deployment's when `policy.enforce_default` is on. A
+    /// policy the token may not select is 403 `policy_not_allowed`. Under a policy every file the
+    /// job writes, reads, patches, lists or returns is decided by its `file_rules` first (a `deny`
+    /// is 403 `policy_violation`); a job that passes is still refused (400 `schema_error`): the
+    /// job agent cannot enforce a policy inside the container yet, and a job never runs without
+    /// the policy it was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, example = "strict")]
+    pub policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub constraints: Option<ConstraintsIn>,

@@ -131,7 +131,9 @@ impl McpServer {
     /// `run_job`: the arguments are the job itself.
     async fn run_job(&self, caller: &Caller, args: JsonObject) -> CallToolResult {
         let bytes = serde_json::to_vec(&Value::Object(args)).unwrap_or_default();
-        let work = match jobs::intake(&bytes, &self.profiles) {
+        let work = match jobs::intake(&bytes, &self.profiles)
+            .and_then(|w| jobs::with_policy(w, &self.executions, caller))
+        {
             Ok(w) => w,
             Err(e) => return api_error(&e),
         };

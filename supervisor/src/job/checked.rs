@@ -171,6 +171,7 @@ impl CheckedJob {
             task_id: self.task_id.clone(),
             skill_id: self.skill_id.clone(),
             profile: self.profile.clone(),
+            policy: None,
             constraints: self.constraints.clone(),
             steps: self.steps.iter().map(|s| s.step.clone()).collect(),
             artifacts: self.artifacts.iter().map(|a| a.text.clone()).collect(),

@@ -15,7 +15,7 @@ use super::types::{
 };
 use super::{ErrorType, JOB_PROTOCOL, JobError};
 
-/// Longest step id, and longest `task_id`/`skill_id`/`profile`.
+/// Longest step id, and longest `task_id`/`skill_id`/`profile`/`policy`.
 const MAX_ID: usize = 128;
 const MAX_LABEL: usize = 1024;
 
@@ -79,6 +79,7 @@ pub fn parse_value(value: &Value) -> Result<Job, SchemaError> {
         task_id: raw.task_id,
         skill_id: raw.skill_id,
         profile: raw.profile,
+        policy: raw.policy,
         constraints: raw.constraints,
         steps,
         artifacts: raw.artifacts,
@@ -123,6 +124,8 @@ struct RawJob {
     skill_id: Option<String>,
     #[serde(default)]
     profile: Option<String>,
+    #[serde(default)]
+    policy: Option<String>,
     #[serde(default)]
     constraints: Constraints,
     steps: Vec<RawStep>,
@@ -226,6 +229,7 @@ fn validate(job: &Job) -> Result<(), SchemaError> {
         ("task_id", &job.task_id),
         ("skill_id", &job.skill_id),
         ("profile", &job.profile),
+        ("policy", &job.policy),
     ] {
         if value.as_ref().is_some_and(|v| v.len() > MAX_LABEL) {
             return Err(SchemaError::new(format!(

@@ -73,6 +73,10 @@ pub struct Job {
     /// The runner profile to run in (the service's default when absent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The service's run-time policy for the job (the service chooses and checks it; the agent
+    /// does not read it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
     pub constraints: Constraints,
     pub steps: Vec<Step>,
     /// Absolute paths or globs of files to return after the steps (also after a failure).

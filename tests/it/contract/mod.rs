@@ -8,6 +8,7 @@ mod jobs;
 mod mcp;
 mod openapi;
 mod policy;
+mod policy_prerun;
 mod session_cli;
 mod session_policy;
 mod sessions;

@@ -228,3 +228,32 @@ async fn secrets_in_output_are_redacted_unless_configured_off() {
     assert_eq!(body["stdout"], format!("the token is {token}\n"));
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_gets_its_tokens_policy_too_and_is_refused_rather_than_run_unenforced() {
+    let s = Service::fake(FakeRunner::new(), secured).await;
+    let job = json!({"protocol_version": "1.0", "steps": [
+        {"id": "l", "type": "list_tree", "arguments": {"path": "/workspace"}}]});
+    // ci-bot's default policy applies to its jobs as to its scripts.
+    let (status, body) = post(&s, "/v1/jobs", Some(CI), job.clone()).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("(`strict`)")),
+        "{body}"
+    );
+    // A policy the token may not select is 403 for jobs too.
+    let mut named = job.clone();
+    named["policy"] = json!("audit");
+    let (status, body) = post(&s, "/v1/jobs", Some(AGENT), named).await;
+    assert_eq!(
+        (status, body["error"]["type"].clone()),
+        (403, json!("policy_not_allowed"))
+    );
+    // Without a policy the job goes to the sandbox as before.
+    let (status, body) = post(&s, "/v1/jobs", Some(AGENT), job).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["execution_id"].is_string(), "{body}");
+    s.stop().await;
+}

@@ -77,6 +77,13 @@ async fn a_denied_read_fails_in_the_script_and_shows_in_the_result_the_record_an
         "{events}"
     );
     assert!(events["omitted"]["file_operations"].is_u64(), "{events}");
+    // Before the run, the same rule decided the command validation found in the script.
+    assert_eq!(
+        result["policy_checks"],
+        json!([{"kind": "command", "target": "id -u", "decision": "log", "rule": "logged-id",
+            "message": null, "line": 8, "column": 28}]),
+        "{result}"
+    );
     let id = result["execution_id"].as_str().expect("id").to_string();
     let stored: Value = s
         .client
@@ -352,5 +359,92 @@ async fn live_events_arrive_while_the_command_runs() {
         .await
         .expect("json");
     assert_eq!(done["stdout"], "done\n", "{done}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operation_nobody_decides_expires_fails_with_eacces_and_leaves_the_list() {
+    let dir = tempfile::tempdir().expect("policies dir").keep();
+    std::fs::write(dir.join("gate.yml"), GATE).expect("policy file");
+    let s = Service::start(move |c| {
+        c.policy.policies_dir = Some(dir);
+        c.policy.approval_timeout_secs = 2;
+        c.sandbox.enforcement_ready = true;
+    })
+    .await;
+    let client = s.client.clone();
+    let url = s.url.clone();
+    let run = tokio::spawn(async move {
+        let body = json!({"script_content": HELD, "script_type": "python", "timeout": 60, "policy": "gate"});
+        let response = client
+            .post(format!("{url}/v1/execute"))
+            .json(&body)
+            .send()
+            .await
+            .expect("execute");
+        response.json::<Value>().await.expect("json")
+    });
+    let mut held = Value::Null;
+    for _ in 0..300 {
+        let list: Value = s
+            .client
+            .get(format!("{}/v1/approvals", s.url))
+            .send()
+            .await
+            .expect("approvals")
+            .json()
+            .await
+            .expect("json");
+        if let Some(op) = list["operations"].as_array().and_then(|ops| ops.first()) {
+            held = op.clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(held["target"], "/etc/hosts", "nothing was held: {held}");
+    let parse = |v: &Value| {
+        time::OffsetDateTime::parse(
+            v.as_str().expect("a time"),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .expect("RFC 3339")
+    };
+    let window = parse(&held["expires_at"]) - parse(&held["requested_at"]);
+    assert_eq!(window.whole_seconds(), 2, "{held}");
+    // Nobody decides: the operation fails when the approval expires, and the run goes on.
+    let result = tokio::time::timeout(std::time::Duration::from_secs(90), run)
+        .await
+        .expect("the run ends")
+        .expect("task");
+    assert_eq!(result["stdout"], "hosts 13\n", "{result}");
+    assert_eq!(result["status"], "completed", "{result}");
+    assert!(
+        has(&result["events"]["blocked_operations"], |b| b["target"]
+            == "/etc/hosts"
+            && b["errno"] == 13
+            && b["rule"] == "held-read"),
+        "{result}"
+    );
+    let list: Value = s
+        .client
+        .get(format!("{}/v1/approvals", s.url))
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(list["operations"], json!([]), "{list}");
+    let id = held["approval_id"].as_str().expect("id");
+    let (status, late) = s
+        .post(
+            &format!("/v1/approvals/{id}"),
+            &json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(
+        status, 404,
+        "an expired operation cannot be decided: {late}"
+    );
     s.stop().await;
 }
