@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::artifacts::ArtifactError;
 use crate::auth::AuthError;
-use crate::executions::{ExecError, PolicyChoiceError, Refused};
+use crate::executions::{ExecError, NetworkChoiceError, PolicyChoiceError, Refused};
 use crate::sandbox::SandboxError;
 use crate::sessions::{FileFailure, SessionError};
 
@@ -34,6 +34,9 @@ pub(crate) enum ApiError {
     /// The caller's token may not select the run-time policy it named.
     #[error("{0}")]
     PolicyNotAllowed(String),
+    /// The request's `network` is wider than the run's policy allows.
+    #[error("{0}")]
+    NetworkNotAllowed(String),
     #[error("{0}")]
     Conflict(String),
     /// More work than the configured concurrency and queue.
@@ -76,7 +79,9 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) | ApiError::PolicyNotAllowed(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_)
+            | ApiError::PolicyNotAllowed(_)
+            | ApiError::NetworkNotAllowed(_) => StatusCode::FORBIDDEN,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::EngineUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -95,6 +100,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::PolicyNotAllowed(_) => "policy_not_allowed",
+            ApiError::NetworkNotAllowed(_) => "network_not_allowed",
             ApiError::Conflict(_) => "conflict",
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::EngineUnavailable(_) => "engine_unavailable",
@@ -216,6 +222,15 @@ impl From<PolicyChoiceError> for ApiError {
         match e {
             PolicyChoiceError::NotAllowed(_) => ApiError::PolicyNotAllowed(e.to_string()),
             PolicyChoiceError::Unknown { .. } => ApiError::Schema(e.to_string()),
+        }
+    }
+}
+
+impl From<NetworkChoiceError> for ApiError {
+    fn from(e: NetworkChoiceError) -> Self {
+        match e {
+            NetworkChoiceError::Invalid(_) => ApiError::Schema(e.to_string()),
+            NetworkChoiceError::NotAllowed(_) => ApiError::NetworkNotAllowed(e.to_string()),
         }
     }
 }

@@ -36,12 +36,26 @@ pub const SOCKET_NAME: &str = "proxy.sock";
 /// forward proxy never forwards).
 pub const HEALTH_PATH: &str = "/.well-known/scriptgate/egress/health";
 
+/// Announced in `Ready::features` by a supervisor whose forwarder is listening (its container
+/// has the egress directory mounted).
+pub const FEATURE_EGRESS: &str = "egress-forward";
+
 /// Connections spliced at once; more are answered `503` and closed.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 
 /// The socket's path inside the container.
 pub fn container_socket() -> PathBuf {
     Path::new(CONTAINER_SOCKET_DIR).join(SOCKET_NAME)
+}
+
+/// Starts the forwarder when the container has an egress directory mounted (the host mounts one
+/// into every container while its service runs an egress proxy); `Ok(false)` without one.
+pub fn start_if_mounted() -> io::Result<bool> {
+    if !Path::new(CONTAINER_SOCKET_DIR).is_dir() {
+        return Ok(false);
+    }
+    Forwarder::bind(PROXY_PORT, container_socket())?.spawn()?;
+    Ok(true)
 }
 
 /// Bound listeners and the socket they forward to.

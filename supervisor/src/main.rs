@@ -72,6 +72,10 @@ fn main() {
 fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     let split = identity::Split::from_arg(script_uid)?;
     sys::make_undumpable()?;
+    // Bound before the script exists, so nothing in the container can take the port first; a
+    // run without network access finds no socket behind it (every client gets a 502).
+    let forwarding = scriptgate_supervisor::forward::start_if_mounted()
+        .map_err(|e| format!("the egress forwarder cannot start: {e}"))?;
     filter::install()?;
     let sigchld = sys::SignalFd::for_sigchld()?;
     let sink: child::SinkRef = Arc::new(enforced::HostSink);
@@ -85,6 +89,9 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
         features: {
             let mut features = enforced::features(split);
             features.push(FEATURE_SESSIONS.to_string());
+            if forwarding {
+                features.push(scriptgate_supervisor::forward::FEATURE_EGRESS.to_string());
+            }
             features
         },
     };
