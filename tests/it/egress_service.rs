@@ -533,6 +533,18 @@ async fn a_policy_opts_a_run_in_blocks_raw_connects_and_holds_approve_rules_for_
         !pending.is_finished(),
         "the connection waits for the operator"
     );
+    // The run's live stream carries the proxy's events as kind `network`.
+    let execution = held["execution_id"].as_str().expect("execution id");
+    let stream = s
+        .client
+        .get(format!(
+            "{}/v1/executions/{execution}/events?types=network",
+            s.url
+        ))
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(stream.status(), 200);
     let id = held["approval_id"].as_str().expect("approval id");
     let (status, after) = s
         .post(
@@ -548,6 +560,18 @@ async fn a_policy_opts_a_run_in_blocks_raw_connects_and_holds_approve_rules_for_
     assert_eq!(
         result["stdout"], "200 hello from allowed port 8080\n",
         "{result}"
+    );
+    let streamed = tokio::time::timeout(Duration::from_secs(30), stream.text())
+        .await
+        .expect("the stream ends with the run")
+        .expect("stream body");
+    assert!(
+        streamed.contains("event: network") && streamed.contains("\"type\":\"net_connect\""),
+        "{streamed}"
+    );
+    assert!(
+        streamed.contains("\"domain\":\"approve.test\""),
+        "{streamed}"
     );
     let c = connect(&result, "approve.test", 8080);
     assert_eq!(c["approval"]["approved"], true, "{c}");

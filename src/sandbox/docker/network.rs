@@ -115,3 +115,39 @@ pub(crate) async fn engine_networks(docker: &bollard::Docker) -> Vec<ipnet::IpNe
         .filter_map(|c| c.subnet.as_deref()?.parse().ok())
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtimes_that_cannot_reach_host_sockets_are_refused_unless_configured() {
+        assert!(reaches_host_sockets(None));
+        assert!(reaches_host_sockets(Some("runc")));
+        assert!(!reaches_host_sockets(Some("runsc")));
+    }
+
+    #[tokio::test]
+    async fn under_gvisor_nothing_is_mounted_until_the_runtime_allows_host_sockets() {
+        let dir = tempfile::tempdir().expect("dir");
+        let settings = crate::sandbox::egress::EgressSettings::default();
+        let proxy = EgressProxy::start(&settings, dir.path())
+            .await
+            .expect("proxy");
+        let refused = Egress::new(proxy.clone(), Some("runsc"), false);
+        assert!(refused.reserve().await.expect("no error").is_none());
+        let reason = refused.refusal.as_deref().expect("a refusal");
+        assert!(reason.contains("--host-uds=open"), "{reason}");
+        let allowed = Egress::new(proxy.clone(), Some("runsc"), true);
+        let reserved = allowed
+            .reserve()
+            .await
+            .expect("reserve")
+            .expect("a directory");
+        assert!(reserved.path().is_dir());
+        let runc = Egress::new(proxy.clone(), None, false);
+        assert!(runc.refusal.is_none());
+        drop(reserved);
+        proxy.shutdown().await;
+    }
+}

@@ -299,4 +299,45 @@ mod tests {
         );
         assert!((UID_BASE..UID_BASE + UID_SPAN).contains(&uid));
     }
+
+    #[test]
+    fn an_egress_directory_is_mounted_read_only_and_the_network_stays_none() {
+        let config = DockerConfig::default();
+        let profiles = config.resolved_profiles().expect("built-in profiles");
+        let id = Uuid::new_v4();
+        let bind = "/srv/egress/0123456789abcdef:/run/egress:ro".to_string();
+        let body = container(
+            &config,
+            profiles.default_profile(),
+            Language::Python,
+            id,
+            Some(bind.clone()),
+        );
+        let host = body.host_config.expect("a host config");
+        assert_eq!(host.binds, Some(vec![bind]));
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(body.network_disabled, Some(true));
+        let env = body.env.expect("environment");
+        for key in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "NO_PROXY",
+            "http_proxy",
+        ] {
+            assert!(
+                env.iter().any(|e| e.starts_with(&format!("{key}="))),
+                "{key}: {env:?}"
+            );
+        }
+        let plain = container(
+            &config,
+            profiles.default_profile(),
+            Language::Python,
+            id,
+            None,
+        );
+        assert_eq!(plain.host_config.expect("host config").binds, None);
+        assert!(!plain.env.expect("env").iter().any(|e| e.contains("PROXY")));
+    }
 }
