@@ -286,23 +286,33 @@ async fn the_sidecar_runs_an_approved_script_and_down_leaves_nothing() {
     }
     // Each has its egress directory in the host directory the service writes to, mounted
     // read-only where its forwarder looks (the engine resolved the bind source on the host).
-    let runner = harness::containers(&stack.instance).await[0].clone();
-    let inspected = harness::docker()
-        .await
-        .inspect_container(&runner, None::<InspectContainerOptions>)
-        .await
-        .expect("inspect runner");
-    let binds = inspected
-        .host_config
-        .and_then(|h| h.binds)
-        .unwrap_or_default();
+    // (A container that finished its run may be gone by the time it is inspected.)
     let prefix = stack.egress.path().display().to_string();
-    assert!(
+    let docker = harness::docker().await;
+    let mounted = |binds: &[String]| {
         binds
             .iter()
-            .any(|b| b.starts_with(&prefix) && b.ends_with(":/run/egress:ro")),
-        "{binds:?}"
-    );
+            .any(|b| b.starts_with(&prefix) && b.ends_with(":/run/egress:ro"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut binds = Vec::new();
+    while !mounted(&binds) && Instant::now() < deadline {
+        for runner in harness::containers(&stack.instance).await {
+            if let Ok(inspected) = docker
+                .inspect_container(&runner, None::<InspectContainerOptions>)
+                .await
+            {
+                binds.extend(
+                    inspected
+                        .host_config
+                        .and_then(|h| h.binds)
+                        .unwrap_or_default(),
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(mounted(&binds), "{binds:?}");
 
     stack.down().await;
     let left: Vec<_> = std::fs::read_dir(stack.egress.path())
