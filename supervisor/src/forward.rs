@@ -107,11 +107,16 @@ impl Forwarder {
         self.listeners.iter().map(TcpListener::local_addr).collect()
     }
 
-    /// Serves on a thread of its own, named `egress-forward`.
+    /// Serves on a thread of its own, named `egress-forward`, with every signal blocked: a
+    /// process-directed signal (the supervisor's SIGCHLD, which it reads from a signalfd) must
+    /// never be taken, and dropped, by this thread.
     pub fn spawn(self) -> io::Result<thread::JoinHandle<io::Error>> {
         thread::Builder::new()
             .name("egress-forward".into())
-            .spawn(move || self.run())
+            .spawn(move || {
+                block_signals();
+                self.run()
+            })
     }
 
     /// Serves until `poll` itself fails (never in practice); returns that error.
@@ -229,6 +234,17 @@ fn refuse(mut tcp: TcpStream, status: &str, reason: &str) {
     let _ = tcp.write_all(answer.as_bytes());
     let _ = tcp.shutdown(Shutdown::Write);
     while matches!(tcp.read(&mut request), Ok(n) if n > 0) {}
+}
+
+/// Blocks every signal in the calling thread.
+fn block_signals() {
+    // SAFETY: sigset_t is plain data; sigfillset initialises it; pthread_sigmask only changes
+    // this thread's mask.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
 }
 
 fn set_buffer(fd: i32, option: libc::c_int, bytes: usize) {

@@ -72,12 +72,14 @@ fn main() {
 fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     let split = identity::Split::from_arg(script_uid)?;
     sys::make_undumpable()?;
-    // Bound before the script exists, so nothing in the container can take the port first; a
-    // run without network access finds no socket behind it (every client gets a 502).
-    let forwarding = scriptgate_supervisor::forward::start_if_mounted()
-        .map_err(|e| format!("the egress forwarder cannot start: {e}"))?;
     filter::install()?;
     let sigchld = sys::SignalFd::for_sigchld()?;
+    // Bound before the script exists, so nothing in the container can take the port first; a
+    // run without network access finds no socket behind it (every client gets a 502). Started
+    // after the filter and after SIGCHLD is blocked: its thread inherits both, so a child's exit
+    // always reaches the signalfd (a thread with SIGCHLD unblocked would swallow it).
+    let forwarding = scriptgate_supervisor::forward::start_if_mounted()
+        .map_err(|e| format!("the egress forwarder cannot start: {e}"))?;
     let sink: child::SinkRef = Arc::new(enforced::HostSink);
     let launch = child::Launch::new(language, split, &sink)?;
     launch.wait_preimport()?;
