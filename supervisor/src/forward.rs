@@ -43,8 +43,9 @@ pub const FEATURE_EGRESS: &str = "egress-forward";
 /// Connections spliced at once; more are answered `503` and closed.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 
-/// Send and receive buffer asked for on both sockets of a spliced connection: fewer wake-ups
-/// per megabyte for the forwarder, the proxy and the client (see `benches/egress.rs`).
+/// A send and receive buffer size to ask for on both sockets of a spliced connection
+/// ([`Forwarder::with_socket_buffer`]). Not the default: on loopback with 2 shared cores it gave
+/// no consistent gain over the kernel's defaults (`benches/egress.rs` prints both).
 pub const SOCKET_BUFFER: usize = 1 << 20;
 
 /// The socket's path inside the container.
@@ -87,7 +88,7 @@ impl Forwarder {
             listeners,
             socket: socket.into(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
-            socket_buffer: Some(SOCKET_BUFFER),
+            socket_buffer: None,
         })
     }
 
