@@ -136,6 +136,8 @@ impl App {
             profiles: profiles.clone(),
             node: config.sandbox.instance.clone(),
             store: store.clone(),
+            policies: policies.clone(),
+            open_policies: !auth.enabled(),
         })
         .await?;
         let executions = Executions::start(Deps {

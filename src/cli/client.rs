@@ -7,12 +7,15 @@
 //!
 //! Output: by default what a shell user wants (a command's stdout and stderr on the same
 //! streams, its exit code as the process's); `--json` prints the API's answer; `--stream` (for
-//! session commands) prints output as the command produces it. Exit codes: the command's own,
-//! 1 for a command that did not run to an exit (validation, timeout, kill), 2 for a request the
-//! service refused or could not be reached.
+//! session commands, and for `exec`, which then runs in a session of its own: `oneshot.rs`)
+//! prints output as the command produces it. Exit codes: the command's own, 1 for a command
+//! that did not run to an exit (validation, timeout, kill), 2 for a request the service refused
+//! or could not be reached.
 //!
 //! Just past 500 lines: the flags, the requests and the three output modes (plain, `--json`,
 //! `--stream`) of one small client, which read best together.
+
+mod oneshot;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -168,8 +171,12 @@ pub fn session(command: SessionCommand, target: Target) -> anyhow::Result<ExitCo
     drive(target, |client| Box::pin(session_async(client, command)))
 }
 
-/// Runs `exec` (one-shot `/v1/execute`).
-pub fn exec(work: Work, target: Target) -> anyhow::Result<ExitCode> {
+/// Runs `exec` (one-shot `/v1/execute`; with `stream`, in a session of its own so its output
+/// arrives as it is produced).
+pub fn exec(work: Work, target: Target, stream: bool) -> anyhow::Result<ExitCode> {
+    if stream {
+        return drive(target, |client| Box::pin(oneshot::streamed(client, work)));
+    }
     drive(target, |client| Box::pin(exec_async(client, work)))
 }
 

@@ -43,17 +43,7 @@ pub fn run(command: JobCommand, config: Option<&Path>) -> anyhow::Result<ExitCod
         }
         JobCommand::Run { file, data_dir } => {
             let bytes = read(&file)?;
-            let temporary = match data_dir {
-                Some(dir) => {
-                    config.data_dir = Some(dir);
-                    None
-                }
-                None => {
-                    let dir = tempfile::tempdir()?;
-                    config.data_dir = Some(dir.path().to_path_buf());
-                    Some(dir)
-                }
-            };
+            let temporary = super::serve::data_dir_or_temporary(&mut config, data_dir)?;
             let runtime = tokio::runtime::Runtime::new()?;
             let answer = runtime.block_on(run_job_local(config, &bytes));
             drop(temporary);

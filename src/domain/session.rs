@@ -20,4 +20,7 @@ pub struct SessionRecord {
     #[serde(with = "time::serde::rfc3339::option")]
     pub stopped_at: Option<OffsetDateTime>,
     pub reason: Option<String>,
+    /// The run-time policy its commands ran under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }

@@ -100,7 +100,7 @@ impl Executions {
 
     /// The validate step (`check.rs`): CPU work of up to a few milliseconds per program, on the
     /// blocking pool.
-    pub(super) async fn check(&self, work: &Work) -> Checked {
+    pub(crate) async fn check(&self, work: &Work) -> Checked {
         let validator = self.validator.clone();
         let maxima = self.job_maxima.clone();
         let output_bytes = self.output_bytes;

@@ -15,7 +15,8 @@ use super::Executions;
 use super::live::{self, LiveEvent};
 use crate::auth::Caller;
 use crate::domain::record::ExecutionRecord;
-use crate::policy::{Chooser, Policies, SelectionError};
+pub(crate) use crate::policy::PolicyChoiceError;
+use crate::policy::{Chooser, Policies};
 use crate::sandbox::{Enforcement, Lease, RunOutcome, RunSpec};
 
 /// The deployment's policies and how callers choose among them.
@@ -24,17 +25,6 @@ pub(crate) struct RunPolicies {
     policies: Policies,
     /// Authentication is off: every caller is trusted and may select any policy.
     open: bool,
-}
-
-/// A `policy` a request may not have.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum PolicyChoiceError {
-    /// The caller's token may not select it (403).
-    #[error(transparent)]
-    NotAllowed(#[from] SelectionError),
-    /// No policy has that name (only a caller that may select anything learns this).
-    #[error("policy: no policy `{requested}` (there are: {known})")]
-    Unknown { requested: String, known: String },
 }
 
 impl RunPolicies {
@@ -53,23 +43,7 @@ impl RunPolicies {
         } else {
             Chooser::Agent(&caller.name)
         };
-        let settings = self.policies.settings();
-        let name = settings.select(chooser, requested)?;
-        if self.policies.get(name).is_none() {
-            return Err(PolicyChoiceError::Unknown {
-                requested: name.to_string(),
-                known: self.policies.names().collect::<Vec<_>>().join(", "),
-            });
-        }
-        let token_default = match chooser {
-            Chooser::Agent(agent) => settings
-                .agents
-                .get(agent)
-                .is_some_and(|a| a.default.is_some()),
-            Chooser::Anyone => false,
-        };
-        let enforced = requested.is_some() || token_default || settings.enforce_default;
-        Ok(enforced.then(|| name.to_string()))
+        self.policies.choose(chooser, requested)
     }
 
     /// The deployment's policies.

@@ -1,6 +1,9 @@
-//! Operators: `GET /v1/approvals` (pending executions) and `POST /v1/approvals/{id}` (decide once).
+//! Operators: `GET /v1/approvals` (pending executions, and operations held inside running
+//! executions and session commands) and `POST /v1/approvals/{id}` (decide once).
 
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -16,6 +19,7 @@ use crate::domain::script::Language;
 use crate::domain::verdict::Verdict;
 use crate::domain::work::WorkspaceFile;
 use crate::executions::HeldOperation;
+use crate::sessions::HeldOperation as SessionHeldOperation;
 
 /// A pending execution, as an operator reviews it: a script (with the files it writes and the
 /// globs it returns), or a job (`job`, with `validation` merging the verdicts on its content).
@@ -111,11 +115,66 @@ impl From<HeldOperation> for HeldOperationOut {
     }
 }
 
+/// An operation a session's run-time policy holds (an `approve` rule) inside a running command:
+/// the process waits for the decision while the command's deadline keeps running.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub(super) struct SessionOperationOut {
+    /// Decide it at `POST /v1/approvals/{approval_id}`.
+    pub approval_id: Uuid,
+    pub session_id: Uuid,
+    /// The command that asked.
+    pub command_id: Option<Uuid>,
+    pub agent: String,
+    /// `exec`, `file_read`, `file_write`, `file_create`, `file_delete`, …, `net_connect`.
+    #[schema(value_type = String)]
+    pub operation: scriptgate_policy::events::OperationType,
+    /// The path, the command line, or `address:port`.
+    pub target: String,
+    pub command: Option<String>,
+    pub argv: Option<Vec<String>>,
+    pub cwd: String,
+    pub pid: u32,
+    pub rule: Option<String>,
+    pub message: Option<String>,
+    /// The last command lines the command executed, oldest first.
+    pub recent_commands: Vec<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub requested_at: OffsetDateTime,
+    /// After this the operation fails (`EACCES`) and leaves the list.
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+}
+
+impl From<SessionHeldOperation> for SessionOperationOut {
+    fn from(h: SessionHeldOperation) -> Self {
+        let r = h.request;
+        SessionOperationOut {
+            approval_id: h.id,
+            session_id: h.session_id,
+            command_id: h.command_id,
+            agent: h.agent,
+            operation: r.operation,
+            target: r.target,
+            command: r.command,
+            argv: r.argv,
+            cwd: r.cwd,
+            pid: r.pid,
+            rule: r.rule,
+            message: r.message,
+            recent_commands: r.recent_commands,
+            requested_at: h.requested_at,
+            expires_at: h.expires_at,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub(super) struct PendingList {
     pub pending: Vec<PendingOut>,
     /// Operations held inside running executions by their run-time policy, oldest first.
     pub operations: Vec<HeldOperationOut>,
+    /// Operations held inside running session commands by their session's policy, oldest first.
+    pub session_operations: Vec<SessionOperationOut>,
 }
 
 fn pending(r: &ExecutionRecord, timeout: std::time::Duration) -> PendingOut {
@@ -177,6 +236,12 @@ pub(super) async fn list(
             .into_iter()
             .map(HeldOperationOut::from)
             .collect(),
+        session_operations: state
+            .sessions
+            .held_operations()
+            .into_iter()
+            .map(SessionOperationOut::from)
+            .collect(),
     }))
 }
 
@@ -193,8 +258,8 @@ pub(super) struct DecisionIn {
 }
 
 /// Approve (it is queued and runs) or deny a pending execution, or an operation held inside a
-/// running one (`approval_id` of `operations`: it proceeds, or fails with `EACCES`); a decision
-/// is final.
+/// running one (`approval_id` of `operations`: it proceeds, or fails with `EACCES`) or inside a
+/// session command (`approval_id` of `session_operations`: 204); a decision is final.
 #[utoipa::path(
     post,
     path = "/v1/approvals/{id}",
@@ -204,6 +269,7 @@ pub(super) struct DecisionIn {
     request_body = DecisionIn,
     responses(
         (status = 200, description = "The execution after the decision (`queued` when approved, `denied` when denied; still `running` after a decision on a held operation).", body = ExecuteOut),
+        (status = 204, description = "An operation a session command held was decided: it proceeds or fails with `EACCES`; the command's result and events show it."),
         (status = 400, description = "The id is not a UUID or the body does not match the schema.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "decision: unknown variant `maybe`, expected `approve` or `deny`"}})),
         (status = 404, description = "No such execution (or the held operation is no longer waiting: decided, expired, or its run ended).", body = ErrorBody,
@@ -218,7 +284,7 @@ pub(super) async fn decide(
     caller: Authenticated,
     IdParam(id): IdParam,
     Json(body): Json<DecisionIn>,
-) -> Result<axum::Json<ExecuteOut>, ApiError> {
+) -> Result<Response, ApiError> {
     let operator = caller.require(Role::Operator)?;
     if body.reason.chars().count() > 2000 {
         return Err(ApiError::Schema("reason: at most 2000 characters".into()));
@@ -232,11 +298,19 @@ pub(super) async fn decide(
             .executions
             .get(operator, execution, std::time::Duration::ZERO)
             .await?;
-        return Ok(axum::Json(ExecuteOut::from(&rec)));
+        return Ok(axum::Json(ExecuteOut::from(&rec)).into_response());
+    }
+    if state.sessions.is_held_operation(id) {
+        state
+            .sessions
+            .decide_operation(operator, id, body.decision, &body.reason)
+            .await
+            .map_err(|_| ApiError::NotFound("the held operation is no longer waiting".into()))?;
+        return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let rec = state
         .executions
         .decide(operator, id, body.decision, body.reason)
         .await?;
-    Ok(axum::Json(ExecuteOut::from(&rec)))
+    Ok(axum::Json(ExecuteOut::from(&rec)).into_response())
 }

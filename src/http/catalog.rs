@@ -372,7 +372,18 @@ fn session_tools(config: &Config, profile: &Value, mode: &'static str) -> Vec<To
                 },
                 "idle_timeout_secs": {"type": "integer", "minimum": 1, "maximum": s.max_idle_timeout_secs},
                 "max_duration_secs": {"type": "integer", "minimum": 1, "maximum": s.max_duration_secs},
-                "max_commands": {"type": "integer", "minimum": 1, "maximum": s.max_commands}
+                "max_commands": {"type": "integer", "minimum": 1, "maximum": s.max_commands},
+                "policy": {
+                    "type": "string",
+                    "description": format!(
+                        "The run-time policy that decides every program, file and connection of \
+                         every command of the session, and the session's file uploads and \
+                         downloads (optional; the deployment default is `{}`). Denied operations \
+                         fail (EACCES/EPERM) and are listed in each result's \
+                         `events.blocked_operations`.",
+                        config.policy.default
+                    )
+                }
             },
             "additionalProperties": false
         }),

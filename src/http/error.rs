@@ -37,6 +37,12 @@ pub(crate) enum ApiError {
     /// The request's `network` is wider than the run's policy allows.
     #[error("{0}")]
     NetworkNotAllowed(String),
+    /// A policy's rule refused the operation (`rule` names it; `None`: no rule allowed it).
+    #[error("{message}")]
+    PolicyViolation {
+        rule: Option<String>,
+        message: String,
+    },
     #[error("{0}")]
     Conflict(String),
     /// More work than the configured concurrency and queue.
@@ -68,6 +74,9 @@ pub(crate) struct ErrorDetail {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub message: String,
+    /// `policy_violation`: the policy's rule that refused (null when no rule allowed it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Option<String>>,
 }
 
 impl ApiError {
@@ -81,7 +90,8 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_)
             | ApiError::PolicyNotAllowed(_)
-            | ApiError::NetworkNotAllowed(_) => StatusCode::FORBIDDEN,
+            | ApiError::NetworkNotAllowed(_)
+            | ApiError::PolicyViolation { .. } => StatusCode::FORBIDDEN,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::EngineUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -101,6 +111,7 @@ impl ApiError {
             ApiError::Forbidden(_) => "forbidden",
             ApiError::PolicyNotAllowed(_) => "policy_not_allowed",
             ApiError::NetworkNotAllowed(_) => "network_not_allowed",
+            ApiError::PolicyViolation { .. } => "policy_violation",
             ApiError::Conflict(_) => "conflict",
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::EngineUnavailable(_) => "engine_unavailable",
@@ -114,6 +125,10 @@ impl ApiError {
             error: ErrorDetail {
                 kind: self.kind(),
                 message: self.to_string(),
+                rule: match self {
+                    ApiError::PolicyViolation { rule, .. } => Some(rule.clone()),
+                    _ => None,
+                },
             },
         }
     }
@@ -191,6 +206,20 @@ impl From<SessionError> for ApiError {
             SessionError::Stopped(_) => typed(StatusCode::CONFLICT, "session_stopped"),
             SessionError::CommandNotFound => typed(StatusCode::NOT_FOUND, "command_not_found"),
             SessionError::Invalid(m) => ApiError::Schema(m.clone()),
+            SessionError::Denied { rule, message } => ApiError::PolicyViolation {
+                rule: rule.clone(),
+                message: message.clone(),
+            },
+            SessionError::Policy(PolicyChoiceError::NotAllowed(_)) => {
+                ApiError::PolicyNotAllowed(e.to_string())
+            }
+            SessionError::Policy(PolicyChoiceError::Unknown { .. }) => {
+                ApiError::Schema(e.to_string())
+            }
+            // Asked for a policy this sandbox cannot enforce: refused, never run without it.
+            SessionError::Sandbox(SandboxError::PolicyUnavailable(_)) => {
+                typed(StatusCode::SERVICE_UNAVAILABLE, "policy_unavailable")
+            }
             SessionError::TooMany(_) => typed(StatusCode::TOO_MANY_REQUESTS, "too_many_sessions"),
             SessionError::Rejected(_) => {
                 typed(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed")

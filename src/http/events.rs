@@ -38,7 +38,7 @@ pub(super) struct EventsQuery {
 }
 
 /// The kinds `types` names (all without it).
-fn kinds(types: Option<&str>) -> Result<Vec<&'static str>, ApiError> {
+pub(super) fn kinds(types: Option<&str>) -> Result<Vec<&'static str>, ApiError> {
     let Some(types) = types else {
         return Ok(KINDS.to_vec());
     };

@@ -338,12 +338,7 @@ impl From<&ExecutionRecord> for SubmissionOut {
             example = json!({"error": {"type": "schema_error", "message": "script_type: unknown variant `ruby`, expected `python` or `bash`"}})),
         (status = 403, description = "The token may not select the `policy` the request names (`policy_not_allowed`), or `network` asks for more than the run's policy allows (`network_not_allowed`).", body = ErrorBody,
             example = json!({"error": {"type": "policy_not_allowed", "message": "policy `audit` is not one this token may select (it may select: default)"}})),
-        (status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
-            example = json!({"error": {"type": "overloaded", "message": "too many executions in progress; retry in 1s"}})),
-        (status = 503, description = "The container engine or the runner image is unavailable: retry after `Retry-After` seconds.", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
-            example = json!({"error": {"type": "engine_unavailable", "message": "the container engine is not reachable"}})),
+        crate::http::openapi::AdmissionResponses,
     ),
     security(("agent_token" = []))
 )]

@@ -18,8 +18,10 @@ pub mod mcp;
 pub mod openapi;
 mod params;
 mod profiles;
+mod session_events;
 mod session_exec;
 mod session_files;
+mod session_jobs;
 mod sessions;
 mod tools;
 mod validate;
@@ -103,6 +105,15 @@ pub(crate) fn router(state: AppState) -> Router {
             get(session_exec::output),
         )
         .route("/v1/sessions/{id}/history", get(session_exec::history))
+        .route(
+            "/v1/sessions/{id}/jobs",
+            post(session_jobs::run).layer(axum::Extension(job_limit)),
+        )
+        .route("/v1/sessions/{id}/events", get(session_events::stream))
+        .route(
+            "/v1/sessions/{id}/events/history",
+            get(session_events::history),
+        )
         .route("/v1/sessions/{id}/files", get(session_files::list))
         .route(
             "/v1/sessions/{id}/files/{*path}",

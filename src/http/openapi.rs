@@ -15,9 +15,10 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder, Schema};
 use utoipa::{Modify, OpenApi};
 
+use super::error::ErrorBody;
 use super::{
     AppState, approvals, artifacts, events, execute, executions, health, jobs, profiles,
-    session_exec, session_files, sessions, tools, validate,
+    session_events, session_exec, session_files, session_jobs, sessions, tools, validate,
 };
 use crate::config::ExecutionSettings;
 use crate::sandbox::job::Maxima;
@@ -54,6 +55,9 @@ use crate::sandbox::profiles::Profiles;
         session_exec::kill,
         session_exec::output,
         session_exec::history,
+        session_jobs::run,
+        session_events::stream,
+        session_events::history,
         session_files::upload,
         session_files::download,
         session_files::remove,
@@ -247,6 +251,25 @@ impl Modify for CommonResponses {
             }
         }
     }
+}
+
+/// What an operation that admits work to the sandbox answers besides its own responses: too much
+/// work in flight (429) or no engine or runner image (503), both with `Retry-After`. Handlers name
+/// it in `responses(…)`; it only describes the contract, no value of it is built.
+#[derive(utoipa::IntoResponses)]
+#[expect(
+    dead_code,
+    reason = "describes responses for the OpenAPI document only"
+)]
+pub(super) enum AdmissionResponses {
+    #[response(status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.",
+        headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
+        example = json!({"error": {"type": "overloaded", "message": "too many executions in progress; retry in 1s"}}))]
+    Overloaded(ErrorBody),
+    #[response(status = 503, description = "The container engine or the runner image is unavailable: retry after `Retry-After` seconds.",
+        headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
+        example = json!({"error": {"type": "engine_unavailable", "message": "the container engine is not reachable"}}))]
+    EngineUnavailable(ErrorBody),
 }
 
 const EXAMPLE_ID: &str = "0b6f1f7e-2d4c-4a8e-9c3e-5f1d2a7b9c01";

@@ -116,6 +116,14 @@ pub(super) struct CommandOut {
     pub ended_at: Option<OffsetDateTime>,
     /// State the command reported that was not kept (names that load code, …).
     pub warnings: Vec<String>,
+    /// What the command's processes did, as the session's run-time policy decided it (null
+    /// when the session has no policy, or the command never ran): `processes`
+    /// `[{pid, argv, cwd, decision, rule}]`, `file_operations` `[{type, path, bytes, decision,
+    /// rule}]`, `network_operations`, `blocked_operations` `[{type, pid, target, decision, rule,
+    /// message, errno}]`; each list keeps at most `policy.event_cap` items and `omitted` counts
+    /// the rest per list, as in `/v1/execute`.
+    #[schema(value_type = Option<Object>)]
+    pub events: Option<scriptgate_policy::events::Events>,
 }
 
 impl CommandOut {
@@ -149,6 +157,7 @@ impl CommandOut {
             started_at: c.started_at,
             ended_at: r.ended_at,
             warnings: r.warnings,
+            events: r.events,
         }
     }
 }

@@ -52,6 +52,8 @@ fn json(body: FileBody) -> Response {
     responses(
         (status = 200, description = "Written: `{kind: written, path, size_bytes, sha256, created}`.", body = serde_json::Value),
         (status = 400, description = "The path leaves the workspace or crosses a symlink (`invalid_path`).", body = ErrorBody),
+        (status = 403, description = "The token does not have the role this operation needs (`forbidden`), or the session's policy refuses it (`policy_violation`, with the `rule` and its message; `file_rules` decide an upload as `write` and `create`, a download as `read`, a delete as `delete`, a listing as `list`), before the container is asked.", body = ErrorBody,
+            example = json!({"error": {"type": "policy_violation", "rule": "locked", "message": "/workspace/locked/a.txt is locked"}})),
         (status = 404, description = "No such session.", body = ErrorBody),
         (status = 409, description = "The session is stopped.", body = ErrorBody),
         (status = 422, description = "The upload holds a secret (`validation_failed`).", body = ErrorBody),
@@ -88,6 +90,8 @@ pub(super) async fn upload(
         (status = 409, description = "`session_busy` or `session_stopped`.", body = ErrorBody),
         (status = 200, description = "The file's bytes.", content_type = "application/octet-stream"),
         (status = 400, description = "`invalid_path`.", body = ErrorBody),
+        (status = 403, description = "The token does not have the role this operation needs (`forbidden`), or the session's policy refuses it (`policy_violation`, with the `rule` and its message; `file_rules` decide an upload as `write` and `create`, a download as `read`, a delete as `delete`, a listing as `list`), before the container is asked.", body = ErrorBody,
+            example = json!({"error": {"type": "policy_violation", "rule": "locked", "message": "/workspace/locked/a.txt is locked"}})),
         (status = 404, description = "No such session (`session_not_found`) or file (`file_not_found`).", body = ErrorBody),
     ),
     security(("agent_token" = []))
@@ -116,6 +120,8 @@ pub(super) async fn download(
         (status = 204, description = "Deleted."),
         (status = 409, description = "`session_stopped`.", body = ErrorBody),
         (status = 400, description = "`invalid_path`.", body = ErrorBody),
+        (status = 403, description = "The token does not have the role this operation needs (`forbidden`), or the session's policy refuses it (`policy_violation`, with the `rule` and its message; `file_rules` decide an upload as `write` and `create`, a download as `read`, a delete as `delete`, a listing as `list`), before the container is asked.", body = ErrorBody,
+            example = json!({"error": {"type": "policy_violation", "rule": "locked", "message": "/workspace/locked/a.txt is locked"}})),
         (status = 404, description = "No such session or file.", body = ErrorBody),
     ),
     security(("agent_token" = []))
@@ -155,6 +161,8 @@ pub(super) struct ListQuery {
         (status = 409, description = "`session_busy` or `session_stopped`.", body = ErrorBody),
         (status = 200, description = "`{kind: listed, tree, entries, truncated}`.", body = serde_json::Value),
         (status = 400, description = "`invalid_path`, or a depth out of range.", body = ErrorBody),
+        (status = 403, description = "The token does not have the role this operation needs (`forbidden`), or the session's policy refuses it (`policy_violation`, with the `rule` and its message; `file_rules` decide an upload as `write` and `create`, a download as `read`, a delete as `delete`, a listing as `list`), before the container is asked.", body = ErrorBody,
+            example = json!({"error": {"type": "policy_violation", "rule": "locked", "message": "/workspace/locked/a.txt is locked"}})),
         (status = 404, description = "No such session.", body = ErrorBody),
     ),
     security(("agent_token" = []))

@@ -38,6 +38,13 @@ pub(super) struct SessionCreateIn {
     /// The runner profile (`GET /v1/profiles`); the default one when absent.
     #[serde(default)]
     pub profile: Option<String>,
+    /// The run-time policy every command runs under (`scriptgate policy list`), chosen as for
+    /// `/v1/execute`: this one if the token may select it (403 `policy_not_allowed` otherwise),
+    /// else the token's default, else the deployment's when `policy.enforce_default` is on;
+    /// without any, commands run unenforced. A sandbox that cannot enforce a policy (gVisor)
+    /// refuses the session (503 `policy_unavailable`).
+    #[serde(default)]
+    pub policy: Option<String>,
     /// Exported to every command. Names that load code (`LD_*`, `BASH_ENV`, `BASH_FUNC_*`,
     /// `PROMPT_COMMAND`, `PS0`–`PS4`, …) are refused; values are secret-scanned.
     #[serde(default)]
@@ -61,6 +68,7 @@ impl From<SessionCreateIn> for NewSession {
         let limits = i.limits.unwrap_or_default();
         NewSession {
             profile: i.profile,
+            policy: i.policy,
             environment: i.environment,
             idle_timeout_secs: i.idle_timeout_secs,
             max_duration_secs: i.max_duration_secs,
@@ -145,6 +153,8 @@ pub(super) struct SessionOut {
     /// CPU time of all commands so far; the largest memory peak of one.
     pub resource_usage: ResourceUsage,
     pub limits: SessionLimitsOut,
+    /// The run-time policy every command runs under; null when commands are not enforced.
+    pub policy: Option<String>,
     pub links: SessionLinks,
 }
 
@@ -152,6 +162,7 @@ impl From<SessionView> for SessionOut {
     fn from(v: SessionView) -> Self {
         SessionOut {
             links: SessionLinks::of(v.id),
+            policy: v.policy,
             session_id: v.id,
             agent: v.agent,
             profile: v.profile,

@@ -5,9 +5,11 @@
 //! the supervisor links too; this module loads files, checks them against the configuration and
 //! the validation rules, and selects. Like `validate/`, it decides and does no I/O after start-up.
 
+mod choice;
 mod load;
 mod select;
 
+pub use choice::PolicyChoiceError;
 pub use load::{
     LoadErrorKind, LoadedPolicy, MAX_POLICY_FILE_BYTES, MAX_POLICY_FILES, Origin, Policies,
     PolicyLoadError, check_rule_ids, parse_policy, parse_policy_file, read_bounded,

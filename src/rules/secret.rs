@@ -251,8 +251,14 @@ impl SecretRules {
         // Hits arrive in text order, so "already scanned this line" is the last line per rule.
         let mut last_line = vec![usize::MAX; self.rules.len()];
         let mut found = Vec::new();
+        // The line of the last hit: hits arrive in text order, and a long line can hold a hit at
+        // every byte (`aaaa…` against a keyword such as `aaa`), so its bounds are found once.
+        let mut line = (0, 0);
         for hit in self.keywords.find_overlapping_iter(text) {
-            let (line_start, line_end) = line_bounds(text, hit.start());
+            if hit.start() >= line.1 || line == (0, 0) {
+                line = line_bounds(text, hit.start());
+            }
+            let (line_start, line_end) = line;
             for &rule in &self.keyword_rules[hit.pattern().as_usize()] {
                 if last_line[rule] != line_start {
                     last_line[rule] = line_start;
@@ -322,12 +328,49 @@ impl SecretRules {
         {
             return false;
         }
+        if mostly_filler(secret) {
+            return false;
+        }
         !rule
             .allow
             .iter()
             .chain(&self.global_allow)
             .any(|a| a.is_match(secret))
     }
+}
+
+/// A placeholder built from keyboard or counting runs (`sk-1234567890abcdef`,
+/// `ghp_0123456789abcdefghij…`, `qwerty123456`): it has runs of six or more consecutive
+/// characters (`123456`, `abcdef`) or keyboard rows, and what is left outside them is under 12
+/// characters or under half the secret. A real token that merely contains a run (a Telegram bot id `712345678:AA…` followed
+/// by 35 random characters) is not filler.
+pub fn mostly_filler(secret: &str) -> bool {
+    let chars: Vec<char> = secret.chars().map(|c| c.to_ascii_lowercase()).collect();
+    let mut filler = vec![false; chars.len()];
+    let mut start = 0;
+    for i in 1..=chars.len() {
+        let continues = i < chars.len()
+            && chars[i].is_ascii_alphanumeric()
+            && chars[i - 1].is_ascii_alphanumeric()
+            && chars[i] as u32 == chars[i - 1] as u32 + 1;
+        if !continues {
+            if i - start >= 6 {
+                filler[start..i].iter_mut().for_each(|f| *f = true);
+            }
+            start = i;
+        }
+    }
+    let lower: String = chars.iter().collect();
+    for row in ["qwerty", "asdfgh", "zxcvbn"] {
+        for (at, _) in lower.match_indices(row) {
+            let first = lower[..at].chars().count();
+            filler[first..first + row.len()]
+                .iter_mut()
+                .for_each(|f| *f = true);
+        }
+    }
+    let left = filler.iter().filter(|f| !**f).count();
+    left < chars.len() && (left < 12 || left * 2 < chars.len())
 }
 
 fn line_bounds(text: &str, at: usize) -> (usize, usize) {
@@ -369,6 +412,25 @@ pub fn redact(secret: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn counting_runs_make_a_placeholder_only_when_they_are_most_of_it() {
+        for filler in [
+            "sk-1234567890abcdef",
+            "ghp_0123456789abcdefghij0123456789abcd",
+            "qwerty123456",
+            "AKIA1234567890ABCDEF",
+        ] {
+            assert!(super::mostly_filler(filler), "{filler}");
+        }
+        for real in [
+            "7312345678:AAHf3kQz9xLmN2pRtVwYb4cD8eGhJkLqPsU",
+            "ghp_Xk9mPq2vL7wRt5yZsYh8NbVc4JuQe3Df6Gh1",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzKEY9",
+        ] {
+            assert!(!super::mostly_filler(real), "{real}");
+        }
+    }
     use super::*;
 
     #[test]
@@ -428,7 +490,7 @@ mod tests {
         .expect("rule");
         let generic = parse_rule("b.yml", "id: generic\nmessage: m\nkeywords: [token]\nregex: 'token = \"(\\w+)\"'\nspecificity: generic\n", &mut RegexCache::default()).expect("rule");
         let rules = SecretRules::new(vec![generic, specific], vec![]).expect("automaton");
-        let found = rules.scan("token = \"ghp_abcdefgh\"\ntoken = \"zq8Xk2Lm\"\n");
+        let found = rules.scan("token = \"ghp_Xk9mPq2v\"\ntoken = \"zq8Xk2Lm\"\n");
         let ids: Vec<&str> = found
             .iter()
             .map(|m| rules.rules[m.rule].meta.id.as_str())

@@ -244,6 +244,9 @@ pub enum SandboxError {
     /// The container did not become ready (supervisor failed or took too long).
     #[error("sandbox failed to start: {0}")]
     StartFailed(String),
+    /// A run-time policy was asked for and this sandbox cannot enforce one (nothing ran).
+    #[error("{0}")]
+    PolicyUnavailable(String),
     /// The engine answered with an error we do not expect.
     #[error("container engine error: {0}")]
     Engine(#[source] EngineFault),

@@ -6,6 +6,10 @@
 //! expanded, an argv as the bash line it is equivalent to, or a script), as [`RunSpec`] does for
 //! one-shot runs.
 //!
+//! A session opened with an [`Enforcement`] runs every command under that run-time policy; each
+//! command's end then carries its events ([`Ran::events`]), its events go to
+//! [`Enforcement::live`] as they arrive and its held operations to [`Enforcement::approvals`].
+//!
 //! [`RunSpec`]: super::RunSpec
 
 use std::collections::BTreeMap;
@@ -16,9 +20,10 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::{Limits, NotCleared};
+use super::{Enforcement, Limits, NotCleared};
 use crate::domain::script::Language;
 use crate::domain::verdict::{Severity, Verdict};
+use scriptgate_policy::events::Events;
 pub use scriptgate_supervisor::job::{ErrorType as FileErrorType, JobError as FileError};
 pub use scriptgate_supervisor::sessions::{
     CommandEnd, Ended, ExecMode, FileDone, FileOp, OutputStream, ScriptLanguage, ShellState,
@@ -41,6 +46,16 @@ pub struct SessionSpec {
     pub limits: Limits,
     /// The agent that owns it (the container's owner label).
     pub owner: String,
+    /// The run-time policy every command runs under (refused by a sandbox that cannot enforce
+    /// one: the session does not open).
+    pub enforcement: Option<Enforcement>,
+}
+
+/// How a command of a session ended, and what its policy saw (`None` without one).
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub end: CommandEnd,
+    pub events: Option<Events>,
 }
 
 /// A command cleared to run in a session.
@@ -122,6 +137,14 @@ pub struct FileAnswer {
     pub bytes: Option<Vec<u8>>,
 }
 
+/// How a job of the job protocol ended in a session: its complete result, and the artifacts
+/// that arrived intact (their sha256 checked).
+#[derive(Debug)]
+pub struct SessionJobEnd {
+    pub result: super::job::JobResult,
+    pub files: Vec<super::ArtifactFile>,
+}
+
 /// A session container that can no longer serve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionFault {
@@ -143,7 +166,7 @@ pub trait SessionBox: std::fmt::Debug + Send + Sync {
         &self,
         command: CommandSpec,
         out: mpsc::UnboundedSender<Chunk>,
-    ) -> BoxFuture<'_, Result<CommandEnd, SessionFault>>;
+    ) -> BoxFuture<'_, Result<Ran, SessionFault>>;
     /// Ends the running command `id` (its `exec` answers with `Ended::Killed`).
     fn kill(&self, id: Uuid) -> BoxFuture<'_, Result<(), SessionFault>>;
     /// A file operation on the session's writable places (the job protocol's path rules).
@@ -155,6 +178,9 @@ pub trait SessionBox: std::fmt::Debug + Send + Sync {
         set: BTreeMap<String, String>,
         unset: Vec<String>,
     ) -> BoxFuture<'_, Result<ShellState, SessionFault>>;
+    /// Runs a job of the job protocol in the session's workspace and working state, as a job
+    /// container runs it (the agent enforces its deadline; no command runs meanwhile).
+    fn run_job(&self, run: super::JobRun) -> BoxFuture<'_, Result<SessionJobEnd, SessionFault>>;
     /// Removes the container now and waits for that.
     fn close(&self) -> BoxFuture<'_, ()>;
 }

@@ -1,8 +1,9 @@
 //! The files API of a session: uploads (secret-scanned when they are text), downloads, deletes
 //! and listings, on the job protocol's paths (under `/workspace` or `/tmp`, no symlinks). The
 //! service checks a path before it asks; the supervisor opens it beneath its root, again. They
-//! work while a command runs.
+//! work while a command runs. The session's policy decides each first (`filerules.rs`).
 
+use scriptgate_policy::Operation;
 use scriptgate_supervisor::job::paths::JobPath;
 use uuid::Uuid;
 
@@ -48,6 +49,21 @@ impl Sessions {
         data: Vec<u8>,
     ) -> Result<FileBody, SessionError> {
         let path = workspace_path(path)?;
+        // Larger than the whole workspace: it cannot fit, so it is refused before it is sent.
+        let room = self
+            .get(caller, id)?
+            .limits
+            .workspace_mb
+            .saturating_mul(1 << 20);
+        if data.len() as u64 > room {
+            return Err(SessionError::File(
+                FileFailure::Full,
+                format!(
+                    "{} bytes do not fit the workspace ({room} bytes); nothing was written",
+                    data.len()
+                ),
+            ));
+        }
         if let Ok(text) = std::str::from_utf8(&data)
             && let Some(f) = self.validator.scan_secrets(text).first()
         {
@@ -56,6 +72,14 @@ impl Sessions {
                 f.line, f.column, f.rule, f.message
             )));
         }
+        let session = self.get(caller, id)?;
+        self.file_rules(
+            caller,
+            &session,
+            &[Operation::Write, Operation::Create],
+            &path,
+        )
+        .await?;
         let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&data));
         self.file(caller, id, FileOp::Put { path, sha256 }, data)
             .await
@@ -69,6 +93,9 @@ impl Sessions {
         path: &str,
     ) -> Result<FileBody, SessionError> {
         let path = workspace_path(path)?;
+        let session = self.get(caller, id)?;
+        self.file_rules(caller, &session, &[Operation::Read], &path)
+            .await?;
         self.file(caller, id, FileOp::Get { path }, Vec::new())
             .await
     }
@@ -81,6 +108,9 @@ impl Sessions {
         path: &str,
     ) -> Result<FileBody, SessionError> {
         let path = workspace_path(path)?;
+        let session = self.get(caller, id)?;
+        self.file_rules(caller, &session, &[Operation::Delete], &path)
+            .await?;
         self.file(caller, id, FileOp::Delete { path }, Vec::new())
             .await
     }
@@ -101,6 +131,9 @@ impl Sessions {
                 "depth: must be between 1 and {MAX_DEPTH}, got {depth}"
             )));
         }
+        let session = self.get(caller, id)?;
+        self.file_rules(caller, &session, &[Operation::List], &path)
+            .await?;
         let op = FileOp::List {
             path,
             depth,

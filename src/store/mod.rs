@@ -212,6 +212,20 @@ impl Store {
         .await
     }
 
+    /// Appends audit events that belong to no execution record (a session command's policy
+    /// decisions), in one transaction.
+    pub async fn append_audit(&self, events: Vec<AuditEvent>) -> Result<(), StoreError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            for e in &events {
+                append(&tx, e)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
     /// The last `n` audit records, oldest first.
     pub async fn audit_tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
         self.with(move |conn| {

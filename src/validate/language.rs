@@ -3,7 +3,11 @@
 //! A shebang naming the other interpreter is a mismatch. Otherwise the content must be *clearly* the
 //! other language: it parses cleanly as that language and shows that language's typical lines, while
 //! showing none of the declared language's (or failing to parse as it). Ambiguous one-liners such as
-//! `echo` vs `print` pass through to the syntax layer's verdict.
+//! `echo` vs `print` pass through to the syntax layer's verdict. A script in a third language
+//! (JavaScript, Ruby, Perl, …; see [`foreign`]) is reported here too, by name, rather than as a
+//! syntax error of the language it was declared as.
+
+mod foreign;
 
 use super::verdict::{Finding, Layer, Severity};
 use crate::domain::script::Language;
@@ -35,6 +39,14 @@ pub fn check(declared: Language, text: &str) -> Option<Finding> {
     if signals(declared, text, 1) > 0 {
         return None;
     }
+    // A script that parses as the declared language anyway (`console.log(x);` is valid Python)
+    // must be mostly the third language's lines, or name its interpreter.
+    if let Some(f) = foreign::detect(text)
+        && (f.lines >= 2 || f.decisive)
+        && f.lines * 2 >= content_lines(text)
+    {
+        return Some(unsupported(f.name, declared));
+    }
     let other = declared.other();
     // Two typical lines, or every line of a one-line script.
     let needed = 2.min(content_lines(text).max(1));
@@ -58,7 +70,13 @@ pub fn mislabelled(declared: Language, text: &str) -> Option<Finding> {
     }
     let other = declared.other();
     let theirs = signals(other, text, usize::MAX);
-    (theirs >= 1 && theirs > signals(declared, text, usize::MAX) && parses_cleanly(other, text))
+    let ours = signals(declared, text, usize::MAX);
+    if let Some(f) = foreign::detect(text)
+        && (f.decisive || f.lines > ours.max(theirs))
+    {
+        return Some(unsupported(f.name, declared));
+    }
+    (theirs >= 1 && theirs > ours && parses_cleanly(other, text))
         .then(|| looks_like(other, declared))
 }
 
@@ -66,6 +84,16 @@ fn looks_like(actual: Language, declared: Language) -> Finding {
     mismatch(
         "language-mismatch",
         format!("this looks like a {actual} script, but script_type is {declared}"),
+        1,
+    )
+}
+
+fn unsupported(actual: &str, declared: Language) -> Finding {
+    mismatch(
+        "unsupported-language",
+        format!(
+            "this looks like a {actual} script, but script_type is {declared}; scriptgate runs python and bash only"
+        ),
         1,
     )
 }
@@ -205,6 +233,25 @@ mod tests {
             mislabelled(Language::Python, wrapper).map(|f| f.rule),
             Some("language-mismatch".into())
         );
+    }
+
+    #[test]
+    fn third_languages_are_named() {
+        let js = "const fs = require('fs');\nfs.readdirSync('.').forEach((f) => {\n  console.log(f);\n});\n";
+        let f = mislabelled(Language::Python, js).expect("javascript");
+        assert_eq!(f.rule, "unsupported-language");
+        assert!(f.message.contains("JavaScript"), "{}", f.message);
+        // Valid Python, yet nothing but JavaScript lines.
+        let f = check(Language::Python, "console.log('a');\nconsole.log('b');\n").expect("js");
+        assert_eq!(f.rule, "unsupported-language");
+        let perl = "use strict;\nmy $x = 1;\nprint \"$x\\n\";\n";
+        assert!(mislabelled(Language::Bash, perl).is_some_and(|f| f.message.contains("Perl")));
+    }
+
+    #[test]
+    fn python_writing_other_languages_is_still_python() {
+        let generator = "src = \"\"\"\n#include <stdio.h>\nint main() { return 0; }\n\"\"\"\nopen('a.c', 'w').write(src)\n";
+        assert!(check(Language::Python, generator).is_none());
     }
 
     #[test]

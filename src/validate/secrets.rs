@@ -171,6 +171,7 @@ mod tests {
         "tok = \"%s%s\" % (\"ghp_\", \"ZM5yDoNcQiZ0wIW8se7DIv3tmxvJm8aHGHJS\")\n",
         "tok = \"{}{}\".format(\"ghp_\", \"ZYMmLOPIwFQuYhrsiF8nfMaunlNy5yX0Y3rN\")\n",
         "tok = \"\".join([\"ghp_\", \"JdqL2kVF8thrxFeUZCRj\", \"AbNX7iFdh5MmdDWI\"])\n",
+        "parts = (\"ghp_\", \"JdqL2kVF8thrxFeUZCRj\", \"AbNX7iFdh5MmdDWI\")\ntok = \"\".join(parts)\n",
         "prefix = \"ghp_\"\nbody = \"N86tKvycm7L8gqLCHBKer0aF7boFJTnAYVIh\"\ntoken = prefix + body\n",
         "requests.get(url, headers={\"Authorization\": \"token \" + \"ghp_\" + \"ZM5yDoNcQiZ0wIW8se7DIv3tmxvJm8aHGHJS\"})\n",
     ];

@@ -227,7 +227,7 @@ fn spawn_python(split: Option<Split>, child: Option<ChildSide>) -> Result<Runnin
 }
 
 /// `program` found on `PATH` (as exec would), or the name itself.
-fn program_path(program: &str) -> std::path::PathBuf {
+pub(crate) fn program_path(program: &str) -> std::path::PathBuf {
     let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
     path.split(':')
         .map(|dir| std::path::Path::new(dir).join(program))

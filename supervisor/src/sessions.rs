@@ -12,12 +12,23 @@
 //! host → supervisor   File {op_id, op} [+ bytes]           → [ArtifactBegin/Data/End] FileDone
 //! host → supervisor   SetEnv {set, unset}                  → SessionState
 //! host → supervisor   RunJob (a job in the workspace)      → the job frames, then JobEnd
+//! host → supervisor   ApprovalDecision (kind 21)           an answer to an ApprovalRequest
+//! supervisor → host   Events, ApprovalRequest              while a command of a session with a
+//!                                                          run-time policy runs (before its
+//!                                                          CommandEnd)
 //! supervisor → host   Refused {id | op_id, message}        a message that could not be served
 //! ```
 //!
 //! Every command runs in a fresh process; what persists between commands is the working
 //! directory, the exported environment and the aliases ([`ShellState`]), nothing that runs code by
 //! itself. After each command every other process of the container is killed.
+//!
+//! A session opened with [`OpenSession::enforce`] runs every command under that run-time policy
+//! (see [`crate::enforcement`]): its events and approval requests are framed as for a one-shot
+//! run, the last batch (with the summary) before the command's `CommandEnd`. Only a supervisor
+//! announcing [`crate::enforcement::FEATURE_ENFORCE`] is sent one; an older one refuses the
+//! unknown field, and one that cannot enforce here ends the session with a `Failure`: a session
+//! with a policy never runs a command without it.
 //!
 //! The host may lose its attach stream (a service restart) and attach again: it then writes
 //! [`PADDING`] zero bytes, which complete any message the old stream left half written (a zero
@@ -52,6 +63,9 @@ pub struct OpenSession {
     pub expires_at_ms: u64,
     /// Bytes of each output stream relayed per command; the rest is counted, not sent.
     pub output_limit: u64,
+    /// The run-time policy every command of the session runs under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforce: Option<crate::enforcement::Enforce>,
 }
 
 /// Asks a running session for its state (after the host attached again).

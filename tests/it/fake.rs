@@ -24,11 +24,15 @@ use scriptgate::sandbox::job::{
 };
 use scriptgate::sandbox::sessions::{
     Chunk, CommandEnd, CommandSpec, Ended, ExecMode, FileAnswer, FileDone, FileError, FileOp,
-    OutputStream, SessionBox, SessionFault, SessionSpec, ShellState,
+    OutputStream, Ran, SessionBox, SessionFault, SessionSpec, ShellState,
 };
 use scriptgate::sandbox::{
     ArtifactFile, CappedText, JobOutcome, JobRun, Lease, Readiness, RunOutcome, RunSpec, Runner,
     SandboxError, SandboxStats, Timings, Usage,
+};
+use scriptgate_policy::Decision;
+use scriptgate_policy::events::{
+    BlockedOperation, Event, Events, FileEvent, FileOperationType, OperationType, ProcessEvent,
 };
 use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, mpsc};
@@ -68,6 +72,8 @@ pub struct FakeRunner {
     output_bytes: u64,
     /// The engine is "down" for every acquisition (and readiness says so).
     down: bool,
+    /// Sessions cannot be enforced (as under gVisor): one with a policy is refused.
+    no_enforcement: bool,
 }
 
 impl Default for FakeRunner {
@@ -81,6 +87,7 @@ impl Default for FakeRunner {
             answers: HashMap::new(),
             output_bytes: 1 << 20,
             down: false,
+            no_enforcement: false,
         }
     }
 }
@@ -100,6 +107,12 @@ impl FakeRunner {
     /// Bytes of stdout and of stderr kept per run (as `sandbox.limits.output_bytes`).
     pub fn output_bytes(mut self, n: u64) -> FakeRunner {
         self.output_bytes = n;
+        self
+    }
+
+    /// Sessions with a policy are refused, as by a sandbox that cannot enforce one.
+    pub fn without_enforcement(mut self) -> FakeRunner {
+        self.no_enforcement = true;
         self
     }
 
@@ -232,6 +245,11 @@ impl Runner for Fake {
             if self.0.down {
                 return Err(SandboxError::EngineUnavailable("engine stopped".into()));
             }
+            if self.0.no_enforcement && spec.enforcement.is_some() {
+                return Err(SandboxError::PolicyUnavailable(
+                    "run-time policy enforcement is not available in this sandbox".into(),
+                ));
+            }
             self.0.leased.fetch_add(1, Ordering::SeqCst);
             Ok(Arc::new(FakeSession {
                 id: format!("fake-{}", spec.session_id),
@@ -241,6 +259,7 @@ impl Runner for Fake {
                 files: Mutex::new(HashMap::new()),
                 kill: Notify::new(),
                 closed: AtomicUsize::new(0),
+                enforcement: spec.enforcement,
             }) as Arc<dyn SessionBox>)
         })
     }
@@ -412,6 +431,8 @@ fn fake_step(
 /// A session over the fake runner: a command line prints itself (`cd DIR` changes the working
 /// directory, `BLOCK` waits for [`FakeRunner::release`] or a kill, `EXIT n` exits n); files live
 /// in a map (a path with `FULL` in it does not fit). The session counts as a lease until closed.
+/// Under a policy every command reports itself as a process (allowed), and `DENY PATH` as a
+/// denied write of PATH (blocked, `EACCES`), published live before a `BLOCK` waits.
 #[derive(Debug)]
 struct FakeSession {
     id: String,
@@ -421,6 +442,7 @@ struct FakeSession {
     files: Mutex<HashMap<String, Vec<u8>>>,
     kill: Notify,
     closed: AtomicUsize,
+    enforcement: Option<scriptgate::sandbox::Enforcement>,
 }
 
 impl FakeSession {
@@ -430,6 +452,49 @@ impl FakeSession {
             ExecMode::Argv { argv } => argv.join(" "),
             ExecMode::Script { source, .. } => source.clone(),
         }
+    }
+
+    /// The events a command reports under the session's policy (published live as they happen).
+    fn events(&self, text: &str) -> Option<Events> {
+        let e = self.enforcement.as_ref()?;
+        let mut events = Events::with_cap(e.event_cap as usize);
+        let mut all = vec![Event::Process(ProcessEvent {
+            pid: 2,
+            argv: text.split_whitespace().map(String::from).collect(),
+            cwd: self.cwd.lock().expect("cwd").clone(),
+            decision: Decision::Allow,
+            rule: Some("any-program".into()),
+        })];
+        if let Some(path) = text.split("DENY ").nth(1) {
+            let path = path
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            all.push(Event::File(FileEvent {
+                kind: FileOperationType::FileWrite,
+                path: path.clone(),
+                bytes: None,
+                decision: Decision::Deny,
+                rule: Some("no-writes-outside-scratch".into()),
+            }));
+            all.push(Event::Blocked(BlockedOperation {
+                kind: OperationType::FileWrite,
+                pid: Some(2),
+                target: path,
+                decision: Decision::Deny,
+                rule: Some("no-writes-outside-scratch".into()),
+                message: Some("refused".into()),
+                errno: Some(13),
+            }));
+        }
+        for event in all {
+            if let Some(live) = &e.live {
+                let _ = live.send(event.clone());
+            }
+            events.push(event);
+        }
+        Some(events)
     }
 }
 
@@ -442,9 +507,10 @@ impl SessionBox for FakeSession {
         &self,
         command: CommandSpec,
         out: mpsc::UnboundedSender<Chunk>,
-    ) -> BoxFuture<'_, Result<CommandEnd, SessionFault>> {
+    ) -> BoxFuture<'_, Result<Ran, SessionFault>> {
         Box::pin(async move {
             let text = Self::text(command.mode());
+            let events = self.events(&text);
             self.runner.ran.lock().expect("ran lock").push(text.clone());
             if let Some(dir) = text.strip_prefix("cd ") {
                 *self.cwd.lock().expect("cwd") = dir.trim().to_string();
@@ -466,7 +532,7 @@ impl SessionBox for FakeSession {
                 env: self.env.lock().expect("env").clone(),
                 ..ShellState::default()
             };
-            Ok(CommandEnd {
+            let end = CommandEnd {
                 nonce: String::new(),
                 id: command.id(),
                 ended,
@@ -478,7 +544,8 @@ impl SessionBox for FakeSession {
                 duration_ms: 1,
                 state,
                 warnings: Vec::new(),
-            })
+            };
+            Ok(Ran { end, events })
         })
     }
 
@@ -554,6 +621,18 @@ impl SessionBox for FakeSession {
                 env: env.clone(),
                 aliases: Default::default(),
             })
+        })
+    }
+
+    fn run_job(
+        &self,
+        _run: scriptgate::sandbox::JobRun,
+    ) -> BoxFuture<'_, Result<scriptgate::sandbox::sessions::SessionJobEnd, SessionFault>> {
+        // Session jobs are a sandbox promise: they are tested on the real engine only.
+        Box::pin(async {
+            Err(SessionFault::Refused(
+                "the fake runs no session jobs".into(),
+            ))
         })
     }
 

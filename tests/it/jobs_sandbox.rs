@@ -289,6 +289,36 @@ async fn memory_exhaustion_is_a_resource_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_write_past_the_file_size_limit_is_a_resource_limit() {
+    // fsize is the larger of /tmp and /workspace (1 MiB): the write meets it before the
+    // workspace is full, and fails with EFBIG rather than dying of SIGXFSZ.
+    let sandbox = harness::sandbox(|c| {
+        c.limits.tmpfs_mb = 1;
+        c.limits.workspace_mb = 1;
+    })
+    .await;
+    let content = "x".repeat(3 << 19);
+    let outcome = run(
+        &sandbox,
+        job(
+            &[],
+            json!([
+                {"id": "big", "type": "write_file", "arguments": {"path": "/workspace/big.txt", "content": content}}
+            ]),
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(
+        error_type(&outcome.result, 0),
+        Some(ErrorType::ResourceLimitExceeded),
+        "{:#?}",
+        outcome.result.steps[0]
+    );
+    sandbox.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn outputs_are_capped_and_large_artifacts_stream_in_chunks() {
     let sandbox = harness::sandbox(|_| {}).await;
     let make = "import os\nos.makedirs('/workspace/big', exist_ok=True)\n\

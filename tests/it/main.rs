@@ -32,3 +32,7 @@ mod sandbox_contract;
 mod sandbox_limits;
 mod service;
 mod sessions;
+mod sessions_bad;
+mod sessions_cli;
+mod sessions_jobs;
+mod sessions_policy;

@@ -488,6 +488,7 @@ async fn a_session_container_opens_and_closes() {
         output_limit: 1 << 20,
         limits: sandbox.config().limits.clone(),
         owner: "test".into(),
+        enforcement: None,
     };
     let session = sandbox.open_session(spec).await.expect("the session opens");
     session.close().await;

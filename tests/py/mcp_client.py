@@ -55,7 +55,7 @@ async def exercise(client: Client) -> None:
     # A script that fails validation: a structured tool error with the verdict; nothing ran.
     r = await client.call_tool(
         "execute_script",
-        {"script_content": "import subprocess\nsubprocess.run('id', shell=True)\n", "script_type": "python"},
+        {"script_content": "import subprocess, sys\nsubprocess.run(sys.argv[1], shell=True)\n", "script_type": "python"},
     )
     assert r.is_error, r
     err = r.structured_content

@@ -128,12 +128,7 @@ pub(crate) fn intake(bytes: &[u8], profiles: &Profiles) -> Result<Work, ApiError
             example = json!({"error": {"type": "schema_error", "message": "protocol version 2.0 is not supported (this agent speaks 1.x)"}})),
         (status = 409, description = "The `job_id` is already used by another job.", body = ErrorBody,
             example = json!({"error": {"type": "conflict", "message": "job_id 6f0b1a52-4f1b-4c55-9d3c-3e2a1b0c9d8e is already used by another job"}})),
-        (status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
-            example = json!({"error": {"type": "overloaded", "message": "too many executions in progress; retry in 1s"}})),
-        (status = 503, description = "The container engine or the runner image is unavailable: retry after `Retry-After` seconds.", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
-            example = json!({"error": {"type": "engine_unavailable", "message": "the container engine is not reachable"}})),
+        crate::http::openapi::AdmissionResponses,
     ),
     security(("agent_token" = []))
 )]

@@ -2,7 +2,10 @@
 //! one (`curl -o x.sh URL; bash x.sh`), which relates two commands and so is beyond the tree-rule
 //! language's single-node matchers.
 
-use super::*;
+use tree_sitter::Node;
+
+use super::{BashSem, Invocation};
+use crate::rules::matcher::Cx;
 
 /// Programs that run the file named by their first non-option argument.
 const RUNNERS: &[&str] = &[

@@ -6,7 +6,7 @@
 use tree_sitter::Node;
 
 use super::facts::Binding;
-use super::fold::join_paths;
+use super::ops::join_paths;
 use super::{PySem, function_of, ident};
 use crate::rules::grammar::{children, text};
 

@@ -5,7 +5,50 @@ use tree_sitter::Node;
 
 use super::super::codec::{apply_codec, decode_base32, decode_base64, decode_escapes, decode_hex};
 use super::function_of;
+use super::ops::{join_paths, parse_int, percent_format, py_slice};
 use super::*;
+
+/// Functions (last name segment) whose result can be a constant when their arguments are.
+const FOLDING_FUNCTIONS: &[&str] = &[
+    "expanduser",
+    "abspath",
+    "realpath",
+    "normpath",
+    "Path",
+    "PosixPath",
+    "home",
+    "getenv",
+    "get",
+    "join",
+    "decode",
+    "encode",
+    "lower",
+    "casefold",
+    "upper",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "replace",
+    "format",
+    "fromhex",
+    "chr",
+    "str",
+    "bytes",
+    "bytearray",
+    "b64decode",
+    "standard_b64decode",
+    "decodebytes",
+    "decodestring",
+    "a2b_base64",
+    "urlsafe_b64decode",
+    "b32decode",
+    "b16decode",
+    "unhexlify",
+    "a2b_hex",
+    "reversed",
+    "quote",
+    "list2cmdline",
+];
 
 impl<'a> PySem<'a> {
     /// The constant string value of an expression, if it has one.
@@ -129,31 +172,6 @@ impl<'a> PySem<'a> {
         } else {
             None
         }
-    }
-
-    pub fn positional<'t>(&self, call: Node<'t>) -> Vec<Node<'t>> {
-        let Some(args) = call.child_by_field_id(self.k.f_arguments) else {
-            return Vec::new();
-        };
-        crate::rules::grammar::children(args)
-            .filter(|c| c.is_named())
-            .filter(|a| a.kind_id() != self.k.keyword_argument && a.kind_id() != self.k.comment)
-            .collect()
-    }
-
-    pub(super) fn keywords<'t>(&self, call: Node<'t>) -> Vec<(String, Node<'t>)> {
-        let Some(args) = call.child_by_field_id(self.k.f_arguments) else {
-            return Vec::new();
-        };
-        crate::rules::grammar::children(args)
-            .filter(|c| c.is_named())
-            .filter(|a| a.kind_id() == self.k.keyword_argument)
-            .filter_map(|kw| {
-                let name = kw.child_by_field_id(self.k.f_name)?;
-                let value = kw.child_by_field_id(self.k.f_value)?;
-                Some((ident(name, self.src), value))
-            })
-            .collect()
     }
 
     pub(super) fn fold_call(&self, node: Node<'_>, d: u8) -> Option<String> {
@@ -288,6 +306,14 @@ impl<'a> PySem<'a> {
                 })
                 .collect();
         }
+        // `parts = ["ghp_", "…"]; "".join(parts)`: a name bound once to a list or tuple literal.
+        if node.kind_id() == k.identifier
+            && d > 0
+            && let Some(Binding::Value(value)) = self.binding(&ident(node, self.src))
+            && (value.kind_id() == k.list || value.kind_id() == k.tuple)
+        {
+            return self.fold_items(value, d - 1);
+        }
         let s = self.fold_at(node, d)?;
         Some(s.chars().map(String::from).collect())
     }
@@ -348,23 +374,6 @@ impl<'a> PySem<'a> {
                 .collect(),
         )
     }
-
-    /// The last name of a callee expression (`b` in `a.b`, `f` in `f`), NFKC-normalised.
-    pub(super) fn last_segment<'s>(&self, func: Node<'_>) -> std::borrow::Cow<'s, str>
-    where
-        'a: 's,
-    {
-        let node = if func.kind_id() == self.k.attribute {
-            match func.child_by_field_id(self.k.f_attribute) {
-                Some(a) => a,
-                None => return std::borrow::Cow::Borrowed(""),
-            }
-        } else {
-            func
-        };
-        normalized(text(node, self.src))
-    }
-
     /// The constant values of a dict (its values), list, tuple or set literal.
     pub(super) fn container_values(&self, node: Node<'_>) -> Option<Vec<String>> {
         let k = self.k;
@@ -415,99 +424,17 @@ impl<'a> PySem<'a> {
         }
         self.container_values(container)
     }
-}
 
-/// Python slice semantics on characters.
-pub(super) fn py_slice(v: &[char], start: Option<i64>, stop: Option<i64>, step: i64) -> Vec<char> {
-    let len = i64::try_from(v.len()).unwrap_or(i64::MAX);
-    let clamp = |i: i64, lo: i64, hi: i64| i.max(lo).min(hi);
-    let norm = |i: i64| if i < 0 { i + len } else { i };
-    let mut out = Vec::new();
-    if step > 0 {
-        let mut i = clamp(start.map_or(0, norm), 0, len);
-        let end = clamp(stop.map_or(len, norm), 0, len);
-        while i < end {
-            out.push(v[usize::try_from(i).unwrap_or(0)]);
-            i += step;
+    /// The constant items of a list or tuple literal; `None` for an item that is not constant.
+    pub fn list_items<'t>(&self, node: Node<'t>) -> Option<Vec<(Node<'t>, Option<String>)>> {
+        if node.kind_id() != self.k.list && node.kind_id() != self.k.tuple {
+            return None;
         }
-    } else {
-        let mut i = clamp(start.map_or(len - 1, norm), -1, len - 1);
-        let end = clamp(stop.map_or(-1, norm), -1, len - 1);
-        while i > end {
-            out.push(v[usize::try_from(i).unwrap_or(0)]);
-            i += step;
-        }
-    }
-    out
-}
-
-/// `os.path.join` semantics: an absolute part restarts the path.
-pub(super) fn join_paths(parts: &[String]) -> String {
-    let mut out = String::new();
-    for part in parts {
-        if part.starts_with('/') || out.is_empty() {
-            out = part.clone();
-        } else {
-            if !out.ends_with('/') {
-                out.push('/');
-            }
-            out.push_str(part);
-        }
-    }
-    out
-}
-
-pub(super) fn parse_int(t: &str) -> Option<i64> {
-    let t = t.replace('_', "").to_ascii_lowercase();
-    let t = t.trim_end_matches('l');
-    if let Some(h) = t.strip_prefix("0x") {
-        i64::from_str_radix(h, 16).ok()
-    } else if let Some(o) = t.strip_prefix("0o") {
-        i64::from_str_radix(o, 8).ok()
-    } else if let Some(b) = t.strip_prefix("0b") {
-        i64::from_str_radix(b, 2).ok()
-    } else {
-        t.parse().ok()
-    }
-}
-
-pub(super) fn percent_format(template: &str, values: &[String]) -> Option<String> {
-    let mut out = String::new();
-    let mut values = values.iter();
-    let mut chars = template.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next()? {
-            '%' => out.push('%'),
-            's' | 'r' | 'd' => out.push_str(values.next()?),
-            _ => return None,
-        }
-    }
-    values.next().is_none().then_some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slices_follow_python_semantics() {
-        let v: Vec<char> = "abcdef".chars().collect();
-        let s = |a, b, c| py_slice(&v, a, b, c).into_iter().collect::<String>();
-        assert_eq!(s(None, None, -1), "fedcba");
-        assert_eq!(s(Some(1), Some(4), 1), "bcd");
-        assert_eq!(s(None, None, 2), "ace");
-        assert_eq!(s(Some(-2), None, 1), "ef");
-    }
-
-    #[test]
-    fn percent_format_folds() {
-        assert_eq!(
-            percent_format("%s%s", &["ev".into(), "al".into()]).as_deref(),
-            Some("eval")
-        );
+        let mut cursor = node.walk();
+        Some(
+            node.named_children(&mut cursor)
+                .map(|item| (item, self.fold(item)))
+                .collect(),
+        )
     }
 }

@@ -17,6 +17,11 @@ pub(super) const UNAVAILABLE: &str = "run-time policy enforcement is not availab
      (its supervisor does not announce it: gVisor has no seccomp user notification, or the runner \
      image predates it); the script was not run";
 
+/// Why a session with a policy did not open, when the supervisor cannot enforce one.
+pub(super) const UNAVAILABLE_HERE: &str = "run-time policy enforcement is not available in this \
+     sandbox (its supervisor does not announce it: gVisor has no seccomp user notification, or the \
+     runner image predates it); a session with a policy is refused rather than run without it";
+
 /// Whether a supervisor that announced `features` can enforce a policy.
 pub(super) fn supported(features: &[String]) -> bool {
     features.iter().any(|f| f == FEATURE_ENFORCE)

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use scriptgate_supervisor::job::paths::JobPath;
 use scriptgate_supervisor::job::{
-    ArtifactEntry, ErrorType, HARD_MAX_MESSAGE, JobEnd, JobError, JobStatus, ResultBuilder,
+    ArtifactEntry, ErrorType, HARD_MAX_MESSAGE, JobEnd, JobError, JobResult, JobStatus,
+    ResultBuilder,
 };
 use scriptgate_supervisor::{
     ArtifactBegin, ArtifactEnd, FEATURE_JOBS, FrameKind, HostKind, JobEndFrame, MessageAssembler,
@@ -39,29 +40,25 @@ impl Prepared {
     /// Runs the job; always yields an outcome with a complete result.
     pub(crate) async fn execute_job(mut self, run: &JobRun, cleaner: &Arc<Cleaner>) -> JobOutcome {
         let started = Instant::now();
-        let job = run.job();
-        let mut talk = Conversation::new(run);
+        let mut talk = Conversation::new(run.clone());
         let end = if !self.features.iter().any(|f| f == FEATURE_JOBS) {
             End::Lost("the runner image's supervisor predates jobs: rebuild it with `scriptgate images build`".into())
         } else {
-            let deadline = tokio::time::Instant::now() + job.runtime() + BACKSTOP_GRACE;
+            let deadline = tokio::time::Instant::now() + backstop(run);
             self.converse(&mut talk, deadline).await
         };
         let (mut oom_killed, mut crashed, mut files) = (false, None, Vec::new());
         let result = match end {
             End::Done(end) => {
-                let (entries, kept) = talk.reconcile(end.artifacts.clone());
+                let (result, kept) = talk.done(end);
                 files = kept;
-                talk.builder.finish(JobEnd {
-                    artifacts: entries,
-                    ..end
-                })
+                result
             }
             End::TimedOut => {
                 cleaner.kill(&self.id).await;
-                let limit = (job.runtime() + BACKSTOP_GRACE).as_secs();
+                let limit = backstop(run).as_secs();
                 crashed = Some("the supervisor did not end the job in time".into());
-                talk.builder.abandon(
+                talk.abandon(
                     JobStatus::Timeout,
                     JobError::new(
                         ErrorType::Timeout,
@@ -88,7 +85,7 @@ impl Prepared {
                 } else {
                     JobError::internal("the sandbox stopped unexpectedly")
                 };
-                talk.builder.abandon(JobStatus::Failure, error)
+                talk.abandon(JobStatus::Failure, error)
             }
         };
         let outcome = JobOutcome {
@@ -112,18 +109,8 @@ impl Prepared {
         outcome
     }
 
-    async fn converse(
-        &mut self,
-        talk: &mut Conversation<'_>,
-        deadline: tokio::time::Instant,
-    ) -> End {
-        let message = RunJob {
-            version: PROTOCOL_VERSION,
-            nonce: talk.nonce.clone(),
-            job: talk.run.job().to_json(),
-            maxima: talk.run.job().maxima().clone(),
-        };
-        let payload = match serde_json::to_vec(&message) {
+    async fn converse(&mut self, talk: &mut Conversation, deadline: tokio::time::Instant) -> End {
+        let payload = match serde_json::to_vec(&talk.message()) {
             Ok(p) => p,
             Err(e) => return End::Lost(format!("encoding the job: {e}")),
         };
@@ -156,9 +143,14 @@ impl Prepared {
     }
 }
 
-/// What the host has heard of a job so far.
-struct Conversation<'a> {
-    run: &'a JobRun,
+/// How long the host waits for `run`'s end before it gives the sandbox up.
+pub(super) fn backstop(run: &JobRun) -> Duration {
+    run.job().runtime() + BACKSTOP_GRACE
+}
+
+/// What the host has heard of a job so far (of a job container, or of a session's job).
+pub(super) struct Conversation {
+    run: JobRun,
     nonce: String,
     builder: ResultBuilder,
     assembler: MessageAssembler,
@@ -166,21 +158,32 @@ struct Conversation<'a> {
     files: Vec<ArtifactFile>,
     announced_bytes: u64,
     announced_files: usize,
-    diagnostics: CappedText,
+    pub(super) diagnostics: CappedText,
 }
 
-impl<'a> Conversation<'a> {
-    fn new(run: &'a JobRun) -> Self {
+impl Conversation {
+    pub(super) fn new(run: JobRun) -> Self {
+        let builder = run.job().result_builder(OffsetDateTime::now_utc());
         Conversation {
             run,
             nonce: Uuid::new_v4().simple().to_string(),
-            builder: run.job().result_builder(OffsetDateTime::now_utc()),
+            builder,
             assembler: MessageAssembler::new(HARD_MAX_MESSAGE),
             receiving: None,
             files: Vec::new(),
             announced_bytes: 0,
             announced_files: 0,
             diagnostics: CappedText::new(DIAGNOSTICS),
+        }
+    }
+
+    /// The `RunJob` message that starts the job (with this conversation's nonce).
+    pub(super) fn message(&self) -> RunJob {
+        RunJob {
+            version: PROTOCOL_VERSION,
+            nonce: self.nonce.clone(),
+            job: self.run.job().to_json(),
+            maxima: self.run.job().maxima().clone(),
         }
     }
 
@@ -193,6 +196,32 @@ impl<'a> Conversation<'a> {
         else {
             return Ok(None);
         };
+        self.message_of_kind(kind, &message)
+    }
+
+    /// Whether a message of `kind` belongs to a job (a session routes these here while its job
+    /// runs).
+    pub(super) fn is_job_kind(kind: u8) -> bool {
+        matches!(
+            FrameKind::from_u8(kind),
+            Some(
+                FrameKind::StepStarted
+                    | FrameKind::StepEnd
+                    | FrameKind::ArtifactBegin
+                    | FrameKind::ArtifactData
+                    | FrameKind::ArtifactEnd
+                    | FrameKind::JobEnd
+            )
+        )
+    }
+
+    /// One whole message; the job's end once it arrives.
+    pub(super) fn message_of_kind(
+        &mut self,
+        kind: u8,
+        message: &[u8],
+    ) -> Result<Option<JobEnd>, String> {
+        let message = message.to_vec();
         let json = |what: &str| format!("malformed {what} frame");
         match FrameKind::from_u8(kind) {
             Some(FrameKind::StepStarted) => {
@@ -260,6 +289,21 @@ impl<'a> Conversation<'a> {
                 .map_err(|e| format!("spooling an artifact: {e}"))?,
         );
         Ok(())
+    }
+
+    /// The complete result of a job that ended, with the files that arrived intact.
+    pub(super) fn done(mut self, end: JobEnd) -> (JobResult, Vec<ArtifactFile>) {
+        let (entries, kept) = self.reconcile(end.artifacts.clone());
+        let result = self.builder.finish(JobEnd {
+            artifacts: entries,
+            ..end
+        });
+        (result, kept)
+    }
+
+    /// The complete result of a job whose end never came: `error` fails the step it was running.
+    pub(super) fn abandon(self, status: JobStatus, error: JobError) -> JobResult {
+        self.builder.abandon(status, error)
     }
 
     /// The agent's entries, each with its file when it arrived intact (an error entry otherwise).

@@ -5,6 +5,8 @@
 //! containers (`pool`) are the same containers prepared before the request. Every container id is
 //! tracked from creation; a `Removal` guard removes it whatever happens (success, timeout, client
 //! gone, engine error), and the `reaper` removes leftovers of a crash at start-up and on a timer.
+//! (Just over 500 lines: the sandbox's lifecycle around `Inner` — start, prepare, lease, readiness,
+//! shutdown — is one unit; its settings, [`DockerConfig`], are where it would split next.)
 
 mod cleanup;
 mod enforced;

@@ -4,6 +4,10 @@
 //! them (output chunks to the running command, `CommandEnd`, `FileDone` by operation id).
 //! When the last handle goes or the container dies, the task ends and the container's removal
 //! guard removes it.
+//!
+//! A session with a run-time policy opens only on a supervisor that announces enforcement; each
+//! command's `Events` and `ApprovalRequest` frames are gathered as for a one-shot run
+//! (`enforced::Gathered`), and the decisions on held operations go back as host messages.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,6 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use scriptgate_supervisor::enforcement::ApprovalDecision;
 use scriptgate_supervisor::job::HARD_MAX_MESSAGE;
 use scriptgate_supervisor::sessions::{
     CommandEnd, Exec, FEATURE_SESSIONS, FileReply, FileRequest, Kill, OpenSession, Refused,
@@ -23,13 +28,16 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use super::enforced::{self, Gathered};
+use super::jobrun::Conversation;
 use super::session::{Msg, Prepared, message_of};
 use super::{Cleaner, DockerConfig, Inner};
 use crate::domain::script::Language;
-use crate::sandbox::SandboxError;
 use crate::sandbox::sessions::{
-    Chunk, CommandSpec, FileAnswer, FileOp, SessionBox, SessionFault, SessionSpec,
+    Chunk, CommandSpec, FileAnswer, FileOp, Ran, SessionBox, SessionFault, SessionJobEnd,
+    SessionSpec,
 };
+use crate::sandbox::{Enforcement, JobRun, SandboxError};
 
 /// How long the supervisor may take to answer `OpenSession`.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -37,10 +45,11 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 type Reply<T> = oneshot::Sender<Result<T, SessionFault>>;
 
 enum Req {
-    Exec(CommandSpec, mpsc::UnboundedSender<Chunk>, Reply<CommandEnd>),
+    Exec(CommandSpec, mpsc::UnboundedSender<Chunk>, Reply<Ran>),
     Kill(Uuid, Reply<()>),
     File(FileOp, Vec<u8>, Reply<FileAnswer>),
     SetEnv(SetEnv, Reply<ShellState>),
+    Job(Box<JobRun>, Reply<SessionJobEnd>),
 }
 
 /// A handle on a session container.
@@ -74,6 +83,15 @@ impl Inner {
                 "the runner image's supervisor predates sessions: rebuild it with `scriptgate images build`".into(),
             ));
         }
+        let enforce = match &spec.enforcement {
+            None => None,
+            Some(_) if !enforced::supported(&prepared.features) => {
+                return Err(SandboxError::PolicyUnavailable(
+                    enforced::UNAVAILABLE_HERE.into(),
+                ));
+            }
+            Some(e) => Some(enforced::job_field(e).map_err(SandboxError::StartFailed)?),
+        };
         let nonce = Uuid::new_v4().simple().to_string();
         let open = OpenSession {
             version: PROTOCOL_VERSION,
@@ -81,6 +99,7 @@ impl Inner {
             env: spec.env.clone(),
             expires_at_ms: spec.expires_at_ms,
             output_limit: spec.output_limit,
+            enforce,
         };
         let payload =
             serde_json::to_vec(&open).map_err(|e| SandboxError::StartFailed(e.to_string()))?;
@@ -100,7 +119,11 @@ impl Inner {
         let id = prepared.id.clone();
         let max_file =
             (config.limits.workspace_mb.max(config.limits.tmpfs_mb) << 20).min(HARD_MAX_MESSAGE);
+        let (answers, decisions) = mpsc::channel(64);
         let task = Task {
+            enforcement: spec.enforcement,
+            gathered: None,
+            answers,
             prepared,
             nonce,
             assembler: MessageAssembler::new(HARD_MAX_MESSAGE),
@@ -111,8 +134,9 @@ impl Inner {
             receiving: None,
             received: None,
             max_file,
+            job: None,
         };
-        tokio::spawn(task.serve(rx));
+        tokio::spawn(task.serve(rx, decisions));
         Ok(DockerSession {
             id,
             requests,
@@ -163,10 +187,16 @@ async fn opened(prepared: &mut Prepared, nonce: &str) -> Result<(), String> {
 
 /// The task that owns a session container's stream.
 struct Task {
+    /// The session's policy (its approvals and live events go where it says).
+    enforcement: Option<Enforcement>,
+    /// What the running command's policy reported so far.
+    gathered: Option<Gathered>,
+    /// Where the approver's decisions are sent, to be written to the supervisor.
+    answers: mpsc::Sender<ApprovalDecision>,
     prepared: Prepared,
     nonce: String,
     assembler: MessageAssembler,
-    running: Option<(Uuid, mpsc::UnboundedSender<Chunk>, Reply<CommandEnd>)>,
+    running: Option<(Uuid, mpsc::UnboundedSender<Chunk>, Reply<Ran>)>,
     files: HashMap<u64, Reply<FileAnswer>>,
     next_op: u64,
     /// A `SetEnv` waiting for its `SessionState`.
@@ -175,12 +205,26 @@ struct Task {
     receiving: Option<Vec<u8>>,
     received: Option<Vec<u8>>,
     max_file: u64,
+    /// The job running (its conversation, whoever waits for its end, and whether its first
+    /// frame came: until then, file frames still belong to file operations sent before it).
+    job: Option<(Conversation, Reply<SessionJobEnd>, bool)>,
 }
 
 impl Task {
-    async fn serve(mut self, mut requests: mpsc::Receiver<Req>) {
+    async fn serve(
+        mut self,
+        mut requests: mpsc::Receiver<Req>,
+        mut decisions: mpsc::Receiver<ApprovalDecision>,
+    ) {
         let lost = loop {
             tokio::select! {
+                Some(decision) = decisions.recv() => {
+                    let payload = match serde_json::to_vec(&decision) {
+                        Ok(p) => p,
+                        Err(e) => break e.to_string(),
+                    };
+                    if let Err(e) = self.write(HostKind::ApprovalDecision, &payload).await { break e }
+                },
                 req = requests.recv() => match req {
                     Some(req) => if let Err(e) = self.request(req).await { break e },
                     // Every handle is gone: the container goes with this task.
@@ -209,12 +253,15 @@ impl Task {
         if let Some(reply) = self.set_env.take() {
             let _ = reply.send(Err(SessionFault::Lost(why.to_string())));
         }
+        if let Some((_, reply, _)) = self.job.take() {
+            let _ = reply.send(Err(SessionFault::Lost(why.to_string())));
+        }
     }
 
     async fn request(&mut self, req: Req) -> Result<(), String> {
         match req {
             Req::Exec(command, out, reply) => {
-                if self.running.is_some() {
+                if self.running.is_some() || self.job.is_some() {
                     let _ = reply.send(Err(SessionFault::Refused(
                         "another command is running".into(),
                     )));
@@ -227,6 +274,10 @@ impl Task {
                     timeout_ms: u64::try_from(command.timeout().as_millis()).unwrap_or(u64::MAX),
                 };
                 let payload = serde_json::to_vec(&exec).map_err(|e| e.to_string())?;
+                self.gathered = self
+                    .enforcement
+                    .as_ref()
+                    .map(|e| Gathered::new(e, self.answers.clone()));
                 self.running = Some((command.id(), out, reply));
                 self.write(HostKind::Exec, &payload).await
             }
@@ -247,7 +298,7 @@ impl Task {
                     .await
             }
             Req::SetEnv(set, reply) => {
-                if self.running.is_some() || self.set_env.is_some() {
+                if self.running.is_some() || self.set_env.is_some() || self.job.is_some() {
                     let _ = reply.send(Err(SessionFault::Refused("a command is running".into())));
                     return Ok(());
                 }
@@ -255,7 +306,39 @@ impl Task {
                 self.set_env = Some(reply);
                 self.write(HostKind::SetEnv, &payload).await
             }
+            Req::Job(run, reply) => {
+                if self.running.is_some() || self.set_env.is_some() || self.job.is_some() {
+                    let _ = reply.send(Err(SessionFault::Refused("a command is running".into())));
+                    return Ok(());
+                }
+                let talk = Conversation::new(*run);
+                let payload = serde_json::to_vec(&talk.message()).map_err(|e| e.to_string())?;
+                self.job = Some((talk, reply, false));
+                self.write(HostKind::RunJob, &payload).await
+            }
         }
+    }
+
+    /// Hands a job's message to its conversation; `false` when it is not the job's.
+    fn job_frame(&mut self, kind: u8, message: &[u8]) -> Result<bool, String> {
+        let Some((talk, _, begun)) = &mut self.job else {
+            return Ok(false);
+        };
+        let opens = matches!(
+            FrameKind::from_u8(kind),
+            Some(FrameKind::StepStarted | FrameKind::StepEnd | FrameKind::JobEnd)
+        );
+        if !(Conversation::is_job_kind(kind) && (*begun || opens)) {
+            return Ok(false);
+        }
+        *begun = true;
+        if let Some(end) = talk.message_of_kind(kind, message)?
+            && let Some((talk, reply, _)) = self.job.take()
+        {
+            let (result, files) = talk.done(end);
+            let _ = reply.send(Ok(SessionJobEnd { result, files }));
+        }
+        Ok(true)
     }
 
     async fn write(&mut self, kind: HostKind, payload: &[u8]) -> Result<(), String> {
@@ -272,6 +355,9 @@ impl Task {
         else {
             return Ok(());
         };
+        if self.job_frame(kind, &message)? {
+            return Ok(());
+        }
         let malformed = |what: &str| format!("malformed {what} frame");
         match FrameKind::from_u8(kind) {
             Some(FrameKind::CommandOutput) => {
@@ -295,9 +381,20 @@ impl Task {
                 if self.running.as_ref().is_some_and(|(id, ..)| *id == end.id)
                     && let Some((_, _, reply)) = self.running.take()
                 {
-                    let _ = reply.send(Ok(end));
+                    let events = self.gathered.take().map(|g| g.finish().0);
+                    let _ = reply.send(Ok(Ran { end, events }));
                 }
             }
+            Some(FrameKind::Events) => self
+                .gathered
+                .as_mut()
+                .ok_or("events outside a command under a policy")?
+                .on_events(&message)?,
+            Some(FrameKind::ApprovalRequest) => self
+                .gathered
+                .as_mut()
+                .ok_or("an approval request outside a command under a policy")?
+                .on_request(&message)?,
             Some(FrameKind::ArtifactBegin) => {
                 let begin: ArtifactBegin =
                     serde_json::from_slice(&message).map_err(|_| malformed("file"))?;
@@ -374,6 +471,13 @@ impl Task {
             let _ = reply.send(Err(fault));
             return;
         }
+        if refused.id.is_none()
+            && refused.op_id.is_none()
+            && let Some((_, reply, _)) = self.job.take()
+        {
+            let _ = reply.send(Err(fault));
+            return;
+        }
         tracing::warn!(message = %refused.message, "the session refused a message");
     }
 }
@@ -399,7 +503,7 @@ impl SessionBox for DockerSession {
         &self,
         command: CommandSpec,
         out: mpsc::UnboundedSender<Chunk>,
-    ) -> BoxFuture<'_, Result<CommandEnd, SessionFault>> {
+    ) -> BoxFuture<'_, Result<Ran, SessionFault>> {
         Box::pin(self.ask(move |reply| Req::Exec(command, out, reply)))
     }
 
@@ -417,6 +521,24 @@ impl SessionBox for DockerSession {
         unset: Vec<String>,
     ) -> BoxFuture<'_, Result<ShellState, SessionFault>> {
         Box::pin(self.ask(move |reply| Req::SetEnv(SetEnv { set, unset }, reply)))
+    }
+
+    fn run_job(&self, run: JobRun) -> BoxFuture<'_, Result<SessionJobEnd, SessionFault>> {
+        Box::pin(async move {
+            // The agent ends the job at its deadline; beyond this backstop the supervisor no
+            // longer answers, and the session is lost.
+            let backstop = super::jobrun::backstop(&run);
+            tokio::time::timeout(
+                backstop,
+                self.ask(move |reply| Req::Job(Box::new(run), reply)),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(SessionFault::Lost(
+                    "the supervisor did not end the job in time".into(),
+                ))
+            })
+        })
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -4,10 +4,7 @@
 //! The checks run per node inside the one validation walk (`super::walk`).
 
 pub mod bash;
-mod bash_words;
 pub mod python;
-pub mod python_forms;
-mod python_lines;
 
 use tree_sitter::Node;
 

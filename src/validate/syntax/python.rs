@@ -6,18 +6,28 @@
 //! into a block or the module), tab/space mixes, `return`/`yield` outside a function, `yield from`
 //! in `async def`, a bare `x := 1` statement, and positional arguments after keyword arguments.
 //! Each gap is closed by one check below; forms that depend on the target Python version (PEP 695,
-//! PEP 701) and other forms CPython's parser or compiler refuses are in [`super::python_forms`],
-//! statement boundaries (line breaks the grammar skips, statements glued on one line) in
-//! `python_lines`. `async`/`await` taken as names are caught here.
+//! PEP 701) and other forms CPython's parser or compiler refuses are in [`forms`], statement
+//! boundaries (line breaks the grammar skips, statements glued on one line) in `lines`, the
+//! enclosing-scope tests in `scope`, indentation in `indent` and error messages in `messages`.
+//! `async`/`await` taken as names are caught here.
 
 use tree_sitter::{Node, TreeCursor};
 
-use super::python_forms::{Forms, PythonVersion, RUNNER_PYTHON};
-use super::python_lines::Lines;
-use super::{Trigger, excerpt, finding, first_token};
+pub mod forms;
+mod indent;
+mod lines;
+mod messages;
+mod scope;
+mod symbols;
+
+use super::{Trigger, finding};
 use crate::domain::verdict::{Finding, Positions};
 use crate::rules::grammar::{Grammar, text};
 use crate::validate::walk::Frame;
+use forms::{Forms, PythonVersion, RUNNER_PYTHON};
+use indent::{first_statement_indent, indent_finding, indent_of, starts_line};
+use lines::Lines;
+use messages::{error_message, missing_message};
 
 /// [`Frame::bits`] of a block or module: a statement was seen; an indentation problem, or a line
 /// problem, was reported (one of each per block, as before the walk had frames).
@@ -414,68 +424,6 @@ impl PySyntax {
         }
         None
     }
-
-    /// Inside an `async def` (the innermost function).
-    fn in_async_function(&self, frames: &[Frame<'_>], src: &str) -> bool {
-        frames
-            .iter()
-            .rev()
-            .find(|p| p.kind == self.function_definition || p.kind == self.lambda)
-            .is_some_and(|f| text(f.node, src).starts_with("async"))
-    }
-
-    /// Inside the body of a `for`/`while` of the innermost function or class: a loop's `else:`
-    /// is outside it, and a `def`/`class`/`lambda` starts a new scope with no loop around it.
-    fn in_loop(&self, frames: &[Frame<'_>]) -> bool {
-        let mut came_from = None;
-        for p in frames.iter().rev() {
-            let k = p.kind;
-            if self.loops.contains(&k) && came_from != Some(self.else_clause) {
-                return true;
-            }
-            if k == self.function_definition || k == self.lambda || k == self.class_definition {
-                return false;
-            }
-            came_from = Some(k);
-        }
-        false
-    }
-
-    fn in_function(&self, frames: &[Frame<'_>]) -> bool {
-        for p in frames.iter().rev() {
-            let k = p.kind;
-            if k == self.function_definition || k == self.lambda {
-                return true;
-            }
-            if k == self.class_definition {
-                return false;
-            }
-        }
-        false
-    }
-
-    /// `else:`/`elif`/`except`/`finally` must line up with the statement they belong to.
-    fn check_clause(
-        &self,
-        clause: Node<'_>,
-        parent: Option<Node<'_>>,
-        src: &str,
-        pos: &Positions<'_>,
-        out: &mut Vec<Finding>,
-    ) {
-        let Some(parent) = parent else { return };
-        if parent.kind_id() == self.block || !starts_line(src, clause) {
-            return;
-        }
-        if indent_of(src, clause) != indent_of(src, parent) {
-            out.push(finding(
-                pos,
-                clause.start_byte(),
-                "indentation",
-                "unindent does not match any outer indentation level".into(),
-            ));
-        }
-    }
 }
 
 /// `from m import a,` (the grammar takes it; CPython wants `from m import (a,)`).
@@ -494,145 +442,4 @@ fn has_leading_zero(t: &str) -> bool {
 
 fn has_child_text(node: Node<'_>, src: &str, wanted: &str) -> bool {
     crate::rules::grammar::children(node).any(|c| !c.is_named() && text(c, src) == wanted)
-}
-
-/// The text between the start of a node's line and the node (tree-sitter knows the byte column).
-fn line_prefix<'s>(src: &'s str, node: Node<'_>) -> &'s str {
-    let start = node.start_byte();
-    let column = node.start_position().column.min(start);
-    src.get(start - column..start).unwrap_or("")
-}
-
-/// Indentation width of the line where `node` starts, with tabs to the next multiple of 1 and of 8
-/// (CPython compares both and reports a TabError when they disagree).
-fn indent_of(src: &str, node: Node<'_>) -> (usize, usize) {
-    let mut w1 = 0;
-    let mut w8 = 0;
-    for b in line_prefix(src, node).bytes() {
-        match b {
-            b' ' => {
-                w1 += 1;
-                w8 += 1;
-            }
-            b'\t' => {
-                w1 += 1;
-                w8 = (w8 / 8 + 1) * 8;
-            }
-            b'\x0c' => {
-                w1 = 0;
-                w8 = 0;
-            }
-            _ => break,
-        }
-    }
-    (w1, w8)
-}
-
-fn starts_line(src: &str, node: Node<'_>) -> bool {
-    line_prefix(src, node)
-        .bytes()
-        .all(|b| matches!(b, b' ' | b'\t' | b'\x0c'))
-}
-
-/// The first statement of a block must be deeper than `deeper_than` in both tab widths.
-fn first_statement_indent(
-    pos: &Positions<'_>,
-    stmt: Node<'_>,
-    deeper_than: (usize, usize),
-    indent: (usize, usize),
-) -> Option<Finding> {
-    let deeper1 = indent.0 >= deeper_than.0;
-    let deeper8 = indent.1 >= deeper_than.1;
-    if deeper1 != deeper8 {
-        return Some(finding(
-            pos,
-            stmt.start_byte(),
-            "tab-error",
-            "inconsistent use of tabs and spaces in indentation".into(),
-        ));
-    }
-    (!deeper1).then(|| {
-        finding(
-            pos,
-            stmt.start_byte(),
-            "expected-indented-block",
-            "expected an indented block".into(),
-        )
-    })
-}
-
-fn indent_finding(
-    pos: &Positions<'_>,
-    stmt: Node<'_>,
-    expected: (usize, usize),
-    got: (usize, usize),
-) -> Finding {
-    let (rule, message) = if (got.0 > expected.0) != (got.1 > expected.1)
-        || (got.0 == expected.0) != (got.1 == expected.1)
-    {
-        (
-            "tab-error",
-            "inconsistent use of tabs and spaces in indentation",
-        )
-    } else if got.0 > expected.0 {
-        ("indentation", "unexpected indent")
-    } else {
-        (
-            "indentation",
-            "unindent does not match any outer indentation level",
-        )
-    };
-    finding(pos, stmt.start_byte(), rule, message.into())
-}
-
-fn error_message(node: Node<'_>, src: &str, pos: &Positions<'_>) -> Finding {
-    let token = first_token(node).map(|t| text(t, src)).unwrap_or("");
-    let body = text(node, src);
-    let (rule, message) = if token.ends_with("\"\"\"") || token.ends_with("'''") {
-        (
-            "unterminated-string",
-            "unterminated triple-quoted string literal".to_string(),
-        )
-    } else if token.ends_with('"') || token.ends_with('\'') || body.starts_with(['"', '\'']) {
-        (
-            "unterminated-string",
-            "unterminated string literal".to_string(),
-        )
-    } else if let Some(open) = unclosed_bracket(body) {
-        ("unclosed-bracket", format!("'{open}' was never closed"))
-    } else {
-        (
-            "invalid-syntax",
-            format!("invalid syntax near `{}`", excerpt(node, src)),
-        )
-    };
-    finding(pos, node.start_byte(), rule, message)
-}
-
-fn missing_message(node: Node<'_>, pos: &Positions<'_>) -> Finding {
-    let what = node.kind();
-    let message = match what {
-        ")" => "'(' was never closed".to_string(),
-        "]" => "'[' was never closed".to_string(),
-        "}" => "'{' was never closed".to_string(),
-        ":" => "expected ':'".to_string(),
-        w if w.chars().all(|c| c.is_ascii_alphabetic() || c == '_') => "invalid syntax".to_string(),
-        w => format!("expected '{w}'"),
-    };
-    finding(pos, node.start_byte(), "missing-token", message)
-}
-
-/// The first bracket left open in `text` (strings are not tracked: good enough for a message).
-fn unclosed_bracket(text: &str) -> Option<char> {
-    let mut stack = Vec::new();
-    for c in text.chars() {
-        match c {
-            '(' | '[' | '{' => stack.push(c),
-            ')' | ']' | '}' => {
-                stack.pop();
-            }
-            _ => {}
-        }
-    }
-    stack.first().copied()
 }

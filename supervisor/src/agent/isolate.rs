@@ -149,6 +149,11 @@ fn child<T: Serialize>(
 ) -> ! {
     // SAFETY: prctl with integer arguments; the child dies with the supervisor.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    // A write past the file size limit (fsize) then fails with EFBIG, which the operation
+    // reports as a limit and cleans up after (a staged file is removed), instead of SIGXFSZ
+    // killing the child mid-write. This child never execs, so nothing inherits the disposition.
+    // SAFETY: signal with a constant disposition, in the single-threaded child.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     if let Some(split) = rt.split {
         // SAFETY: this is the freshly forked child, and it changes only its own credentials.
         if unsafe { split.become_script() }.is_err() {

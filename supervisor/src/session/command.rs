@@ -2,6 +2,11 @@
 //! state's working directory and environment, its output relayed as `CommandOutput` frames that
 //! name it (up to the session's cap per stream, the rest counted), ended by its exit, its
 //! deadline or a kill. Whatever it started is killed before the next message is served.
+//!
+//! Under a session's run-time policy the command's program is started by its path with the
+//! enforcement installed last between fork and exec (its own exec is the one call let through
+//! undecided, as for a one-shot Bash run); an argv goes through `bash -c 'exec "$@"'`, so the
+//! program it names is decided like any other.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -9,6 +14,7 @@ use std::os::unix::process::CommandExt as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use scriptgate_supervisor::enforcement::{ApprovalDecision, Enforce};
 use scriptgate_supervisor::sessions::{
     Ended, Exec, ExecMode, OutputStream, ScriptLanguage, ShellState, encode_output,
 };
@@ -16,6 +22,7 @@ use scriptgate_supervisor::{FrameKind, Usage};
 use uuid::Uuid;
 
 use super::shell::{self, MAX_REPORT, PROLOGUE_FD, REPORT_FD};
+use crate::enforce::{self, ChildSide, Enforcement, Sink, Start};
 use crate::identity::Split;
 use crate::pipes::{Feed, Stream};
 use crate::{child, emit, sys, usage};
@@ -40,6 +47,17 @@ pub(crate) struct Running {
     cpu_before: u64,
     oom_before: u64,
     limit: u64,
+    /// The session's policy, enforced on this command's process tree.
+    enforcement: Option<Enforcement>,
+}
+
+/// How a session starts its commands.
+pub(crate) struct Launch<'a> {
+    pub(crate) split: Option<Split>,
+    /// Bytes of each stream relayed.
+    pub(crate) limit: u64,
+    pub(crate) enforce: Option<&'a Enforce>,
+    pub(crate) sink: &'a std::sync::Arc<dyn Sink>,
 }
 
 /// How a command came to its end, and what it left.
@@ -70,13 +88,20 @@ pub(crate) fn start(
     exec: &Exec,
     state: &ShellState,
     history: &[String],
-    split: Option<Split>,
-    limit: u64,
+    launch: Launch<'_>,
 ) -> Result<Running, String> {
-    let plan = plan(exec, state, history)?;
+    let mut plan = plan(exec, state, history)?;
+    let (child, enforcement) = match launch.enforce {
+        Some(enforce) => {
+            let (child, enforcement) = enforced(&mut plan, enforce, launch.sink)?;
+            (Some(child), Some(enforcement))
+        }
+        None => (None, None),
+    };
     let cpu_before = sys::children_usage().0;
     let oom_before = usage::measure(0, 0).oom_kills;
-    let (pid, stdin, stdout, stderr) = spawn(plan.program.clone(), &plan, &state.cwd, split)?;
+    let (pid, stdin, stdout, stderr) =
+        spawn(plan.program.clone(), &plan, &state.cwd, launch.split, child)?;
     let mut feeds = vec![Feed::new(Some(stdin), exec.stdin.as_bytes())];
     feeds.extend(plan.feeds);
     for feed in &mut feeds {
@@ -93,8 +118,44 @@ pub(crate) fn start(
         report: plan.report.map(|fd| (fd, Vec::new())),
         cpu_before,
         oom_before,
-        limit,
+        limit: launch.limit,
+        enforcement,
     })
+}
+
+/// Prepares the policy's enforcement of `plan`: its program named by its path (the launch's own
+/// exec), an argv through bash so that the program it names is decided.
+fn enforced(
+    plan: &mut Plan,
+    enforce: &Enforce,
+    sink: &std::sync::Arc<dyn Sink>,
+) -> Result<(ChildSide, Enforcement), String> {
+    if plan.arg0.is_some() {
+        let mut args: Vec<String> = [
+            "--noprofile",
+            "--norc",
+            "-c",
+            r#"exec "$@""#,
+            "bash",
+            plan.program.as_str(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.append(&mut plan.args);
+        plan.program = "bash".into();
+        plan.arg0 = None;
+        plan.args = args;
+    }
+    let program = crate::child::program_path(&plan.program);
+    let rules = enforce::rules(enforce).map_err(|e| e.to_string())?;
+    let start = Start::Now {
+        rules: Box::new(rules),
+        program: program.clone(),
+    };
+    let prepared = enforce::prepare(start, sink.clone()).map_err(|e| e.to_string())?;
+    plan.program = program.to_string_lossy().into_owned();
+    Ok(prepared)
 }
 
 fn plan(exec: &Exec, state: &ShellState, history: &[String]) -> Result<Plan, String> {
@@ -178,7 +239,13 @@ fn plan(exec: &Exec, state: &ShellState, history: &[String]) -> Result<Plan, Str
 
 type Spawned = (libc::pid_t, OwnedFd, OwnedFd, OwnedFd);
 
-fn spawn(program: String, plan: &Plan, cwd: &str, split: Option<Split>) -> Result<Spawned, String> {
+fn spawn(
+    program: String,
+    plan: &Plan,
+    cwd: &str,
+    split: Option<Split>,
+    enforcement: Option<ChildSide>,
+) -> Result<Spawned, String> {
     let (stdin_read, stdin_write) = sys::pipe()?;
     let (stdout_read, stdout_write) = sys::pipe()?;
     let (stderr_read, stderr_write) = sys::pipe()?;
@@ -229,6 +296,10 @@ fn spawn(program: String, plan: &Plan, cwd: &str, split: Option<Split>) -> Resul
             if libc::chdir(cwd.as_ptr()) != 0 {
                 libc::chdir(fallback.as_ptr());
             }
+            // Last: every call after this one is decided by the supervisor.
+            if let Some(enforcement) = &enforcement {
+                enforcement.install()?;
+            }
             Ok(())
         });
     }
@@ -244,6 +315,13 @@ fn spawn(program: String, plan: &Plan, cwd: &str, split: Option<Split>) -> Resul
 }
 
 impl Running {
+    /// Hands the host's decision on a held operation to the command's enforcement.
+    pub(crate) fn deliver(&self, decision: ApprovalDecision) {
+        if let Some(e) = &self.enforcement {
+            e.decisions().deliver(decision);
+        }
+    }
+
     /// Descriptors to poll for this command.
     pub(crate) fn pollfds(&self, out: &mut Vec<libc::pollfd>) {
         out.extend(
@@ -348,6 +426,10 @@ impl Running {
         }
         self.feeds.clear();
         kill_everything();
+        // The last events (and the summary) go out before the command's end.
+        if let Some(e) = self.enforcement.take() {
+            e.finish();
+        }
         let (cpu, rss) = sys::children_usage();
         let mut usage = usage::measure(cpu.saturating_sub(self.cpu_before), rss);
         usage.oom_kills = usage.oom_kills.saturating_sub(self.oom_before);

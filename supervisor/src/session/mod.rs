@@ -8,6 +8,11 @@
 //! killed (`command::kill_everything`): nothing a command started outlives it, and this loop
 //! is the only long-lived process of the session. It holds the shell state ([`shell`]), so a
 //! host that attached again (a service restart) gets it back with `Resume`.
+//!
+//! A session with a run-time policy runs each command under it (`enforce`, one monitor thread
+//! per command, finished before the command's end is reported); the host's approval decisions
+//! arrive as messages of this loop. Such a session refuses jobs (`RunJob`): a job's steps would
+//! otherwise run outside the policy.
 
 mod command;
 mod files;
@@ -16,6 +21,7 @@ mod shell;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use scriptgate_supervisor::enforcement::{ApprovalDecision, Enforce};
 use scriptgate_supervisor::sessions::{
     CommandEnd, Ended, Exec, ExecMode, Kill, LastCommand, OpenSession, Refused, Resume,
     SessionState, SetEnv, ShellState, decode_file_request,
@@ -25,6 +31,8 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::agent::{self, Runtime};
+use crate::enforce::{self, Sink};
+use crate::enforced::HostSink;
 use crate::hostjob::{self, Frames};
 use crate::identity::Split;
 use crate::input::HostInput;
@@ -52,6 +60,9 @@ struct Session {
     commands: u64,
     output_limit: u64,
     expires: Instant,
+    /// The run-time policy of every command, and where its events go.
+    enforce: Option<Enforce>,
+    sink: std::sync::Arc<dyn Sink>,
 }
 
 /// Serves the session `open` until its end; `Err` when the host cannot be reached any more.
@@ -66,6 +77,15 @@ pub(crate) fn serve(
             "protocol version {} is not supported (this supervisor speaks {PROTOCOL_VERSION})",
             open.version
         ));
+    }
+    if let Some(enforce) = &open.enforce {
+        if split.is_some() || !enforce::available() {
+            return Err(
+                "this session asks for a run-time policy, and enforcement is not available in this sandbox (gVisor, or the script runs under another uid): the session is refused"
+                    .into(),
+            );
+        }
+        enforce::rules(enforce).map_err(|e| e.to_string())?;
     }
     if let Some(split) = split {
         split.become_job_supervisor()?;
@@ -89,6 +109,8 @@ pub(crate) fn serve(
         commands: 0,
         output_limit: open.output_limit,
         expires: instant_of(open.expires_at_ms) + EXPIRY_GRACE,
+        enforce: open.enforce,
+        sink: std::sync::Arc::new(HostSink),
     };
     session.report(warnings)?;
     session.serve()
@@ -217,6 +239,23 @@ impl Session {
                 Ok(set) => self.set_env(set),
                 Err(e) => self.refuse(None, None, format!("malformed environment: {e}")),
             },
+            Some(HostKind::ApprovalDecision) => {
+                match serde_json::from_slice::<ApprovalDecision>(message) {
+                    // A decision for a command that ended already has nobody to reach.
+                    Ok(d) => {
+                        if let Some(r) = &self.running {
+                            r.deliver(d);
+                        }
+                        Ok(())
+                    }
+                    Err(e) => self.refuse(None, None, format!("malformed decision: {e}")),
+                }
+            }
+            Some(HostKind::RunJob) if self.enforce.is_some() => self.refuse(
+                None,
+                None,
+                "this session runs under a run-time policy; jobs in it are not supported (they would run outside the policy)".into(),
+            ),
             Some(HostKind::RunJob) => match serde_json::from_slice::<RunJob>(message) {
                 Ok(run) => self.job(run),
                 Err(e) => self.refuse(None, None, format!("malformed job: {e}")),
@@ -234,8 +273,13 @@ impl Session {
             self.history.push(line.clone());
             shell::trim_history(&mut self.history);
         }
-        let split = self.rt.split;
-        match command::start(&exec, &self.state, &self.history, split, self.output_limit) {
+        let launch = command::Launch {
+            split: self.rt.split,
+            limit: self.output_limit,
+            enforce: self.enforce.as_ref(),
+            sink: &self.sink,
+        };
+        match command::start(&exec, &self.state, &self.history, launch) {
             Ok(running) => {
                 self.running = Some(running);
                 Ok(())

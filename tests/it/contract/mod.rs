@@ -10,4 +10,5 @@ mod network;
 mod openapi;
 mod policy;
 mod session_cli;
+mod session_policy;
 mod sessions;

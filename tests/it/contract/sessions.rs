@@ -401,6 +401,7 @@ async fn after_a_restart_every_session_of_the_previous_process_answers_stopped()
             expires_at: now + time::Duration::hours(1),
             stopped_at: None,
             reason: None,
+            policy: None,
         };
         store.save_session(&record).await.expect("saved");
     }

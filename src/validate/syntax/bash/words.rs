@@ -1,7 +1,7 @@
 //! Bash constructs whose insides `bash -n` does not parse but the grammar does, strictly: the
 //! operands of `[ … ]` (for bash `[` is a command and `]` its last argument) and arithmetic
 //! (`$(( … ))`, `(( … ))`, `for (( …; …; … ))`, evaluated only when they run). Each pass returns
-//! the byte ranges [`super::bash::normalize`] rewrites so the grammar sees what bash sees.
+//! the byte ranges [`super::normalize`] rewrites so the grammar sees what bash sees.
 
 use std::ops::Range;
 

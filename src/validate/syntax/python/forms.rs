@@ -7,6 +7,7 @@ use std::fmt;
 
 use tree_sitter::{Node, TreeCursor};
 
+use super::symbols;
 use crate::rules::grammar::{Grammar, text};
 
 /// A CPython minor version (`3.11`).
@@ -55,6 +56,13 @@ pub struct Forms {
     f_type_parameters: u16,
     deletable: [u16; 3],
     sequences: [u16; 4],
+    augmented_assignment: u16,
+    assignment: u16,
+    argument_list: u16,
+    await_: u16,
+    for_in_clause: u16,
+    /// `global_statement`, `nonlocal_statement`.
+    declarations: [u16; 2],
 }
 
 impl Forms {
@@ -77,6 +85,12 @@ impl Forms {
             class_definition: k("class_definition"),
             f_type_parameters: g.known_field("type_parameters"),
             deletable: [k("identifier"), k("attribute"), k("subscript")],
+            augmented_assignment: k("augmented_assignment"),
+            assignment: k("assignment"),
+            argument_list: k("argument_list"),
+            await_: k("await"),
+            for_in_clause: k("for_in_clause"),
+            declarations: [k("global_statement"), k("nonlocal_statement")],
             sequences: [
                 k("tuple"),
                 k("list"),
@@ -101,6 +115,13 @@ impl Forms {
             self.type_alias_statement,
             self.function_definition,
             self.class_definition,
+            self.augmented_assignment,
+            self.assignment,
+            self.argument_list,
+            self.await_,
+            self.for_in_clause,
+            self.declarations[0],
+            self.declarations[1],
         ]
     }
 
@@ -115,6 +136,19 @@ impl Forms {
         let kind = node.kind_id();
         if kind == self.parameters || kind == self.lambda_parameters {
             self.bare_star(node, scratch)
+                .or_else(|| symbols::parameters(node, src))
+        } else if kind == self.argument_list {
+            symbols::arguments(node, src)
+        } else if kind == self.augmented_assignment {
+            symbols::augmented_target(node)
+        } else if kind == self.assignment {
+            symbols::assignment(node, src)
+        } else if kind == self.await_ {
+            symbols::await_outside(node, src)
+        } else if kind == self.for_in_clause {
+            symbols::comprehension_clause(node, src)
+        } else if self.declarations.contains(&kind) {
+            symbols::declaration(node, src)
         } else if kind == self.type_conversion {
             conversion(text(node, src))
         } else if kind == self.delete_statement {

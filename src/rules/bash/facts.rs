@@ -1,0 +1,132 @@
+//! What the one walk learns about a Bash script's variables: constants (assigned once, or
+//! appended to in document order) and the words loop variables run over.
+
+use rustc_hash::FxHashMap;
+use tree_sitter::Node;
+
+use super::{BashKinds, BashSem};
+use crate::rules::codec::decode_c_escapes;
+use crate::rules::grammar::{children_in_field, text};
+
+/// Variables assigned in a script.
+#[derive(Debug, Default)]
+pub struct BashFacts {
+    pub(super) consts: FxHashMap<String, Option<String>>,
+    /// Loop variables of `for v in WORDS`: the words' values when all are constants.
+    pub(super) loops: FxHashMap<String, Option<Vec<String>>>,
+}
+
+impl BashFacts {
+    pub fn observe(&mut self, k: &BashKinds, node: Node<'_>, src: &str) {
+        let kind = node.kind_id();
+        if kind == k.variable_assignment {
+            let Some(name) = node.child_by_field_id(k.f_name) else {
+                return;
+            };
+            let name = text(name, src).to_string();
+            let value = match node.child_by_field_id(k.f_value) {
+                Some(v) => BashSem {
+                    k,
+                    facts: self,
+                    src,
+                    interpreters: None,
+                }
+                .fold(v),
+                None => Some(String::new()),
+            };
+            // `x+="…"` after `x="…"` (in document order) is still a constant.
+            let appends = src
+                .get(node.start_byte()..)
+                .is_some_and(|t| t[name.len().min(t.len())..].starts_with("+="));
+            let value = match (self.consts.get(&name), appends) {
+                (None, false) => value,
+                (Some(Some(before)), true) => value.map(|v| format!("{before}{v}")),
+                _ => None,
+            };
+            self.consts.insert(name, value);
+        } else if kind == k.for_statement {
+            if let Some(var) = node.child_by_field_id(k.f_variable) {
+                let name = text(var, src).to_string();
+                let sem = BashSem {
+                    k,
+                    facts: self,
+                    src,
+                    interpreters: None,
+                };
+                let words: Option<Vec<String>> = children_in_field(node, k.f_value)
+                    .into_iter()
+                    .map(|w| sem.fold(w))
+                    .collect();
+                let values = if self.loops.contains_key(&name) {
+                    None
+                } else {
+                    words.filter(|w| !w.is_empty())
+                };
+                self.loops.insert(name.clone(), values);
+                self.consts.insert(name, None);
+            }
+        } else if kind == k.command {
+            // `read x`, `mapfile x`, `printf -v x`: run-time values.
+            let name = node.child_by_field_id(k.f_name).map(|n| text(n, src));
+            if name == Some("printf")
+                && let Some((var, value)) = self.printf_to_variable(k, node, src)
+            {
+                let value = if self.consts.contains_key(&var) {
+                    None
+                } else {
+                    value
+                };
+                self.consts.insert(var, value);
+                return;
+            }
+            if matches!(
+                name,
+                Some("read" | "mapfile" | "readarray" | "printf" | "getopts")
+            ) {
+                for arg in children_in_field(node, k.f_argument) {
+                    let t = text(arg, src);
+                    if !t.starts_with('-') && t.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                        self.consts.insert(t.to_string(), None);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl BashFacts {
+    /// `printf -v var FORMAT ARGS…`: the variable, and its value when the format (with `%s`
+    /// fields only) and the arguments are constants.
+    fn printf_to_variable(
+        &self,
+        k: &BashKinds,
+        command: Node<'_>,
+        src: &str,
+    ) -> Option<(String, Option<String>)> {
+        let args = children_in_field(command, k.f_argument);
+        let sem = BashSem {
+            k,
+            facts: self,
+            src,
+            interpreters: None,
+        };
+        if sem.fold(*args.first()?).as_deref() != Some("-v") {
+            return None;
+        }
+        let var = sem.fold(*args.get(1)?)?;
+        let values: Option<Vec<String>> = args[2..].iter().map(|a| sem.fold(*a)).collect();
+        let value = values.and_then(|v| {
+            let (format, rest) = v.split_first()?;
+            let mut rest = rest.iter();
+            let mut out = String::new();
+            let mut pieces = format.split("%s");
+            out.push_str(pieces.next()?);
+            for piece in pieces {
+                out.push_str(rest.next()?);
+                out.push_str(piece);
+            }
+            (!out.contains('%')).then(|| decode_c_escapes(&out))
+        });
+        Some((var, value))
+    }
+}

@@ -1,0 +1,260 @@
+//! Constant folding of Bash words: quoting, escapes, constant variables and the output of
+//! constant commands in `$(…)` (`printf`, `echo`, decoders), as the shell would see them.
+
+use tree_sitter::Node;
+
+use super::{BashSem, base_name};
+use crate::rules::codec::{self, decode_c_escapes};
+use crate::rules::grammar::{children, children_in_field, text};
+
+const MAX_FOLD_DEPTH: u8 = 40;
+const MAX_FOLD_LEN: usize = 64 * 1024;
+
+impl BashSem<'_> {
+    /// Whether a node is constant by its kind alone: a word, a quoted string without expansions,
+    /// or a command name that is one of those.
+    pub fn is_literal(&self, node: Node<'_>) -> bool {
+        let k = node.kind_id();
+        if k == self.k.word || k == self.k.raw_string || k == self.k.number {
+            return true;
+        }
+        k == self.k.command_name
+            && node.named_child_count() == 1
+            && node.named_child(0).is_some_and(|c| {
+                let k = c.kind_id();
+                k == self.k.word || k == self.k.raw_string
+            })
+    }
+
+    /// Whether [`BashSem::fold`] can succeed on a string or concatenation, decided without building
+    /// its value: every expansion in it names a variable with a constant value.
+    pub fn may_fold(&self, node: Node<'_>) -> bool {
+        let k = node.kind_id();
+        if k == self.k.simple_expansion || k == self.k.expansion {
+            let t = text(node, self.src);
+            let name = t
+                .trim_start_matches('$')
+                .trim_start_matches('{')
+                .trim_end_matches('}');
+            return matches!(self.facts.consts.get(name), Some(Some(_)));
+        }
+        if k == self.k.string || k == self.k.concatenation || k == self.k.translated_string {
+            return children(node).all(|c| self.may_fold(c));
+        }
+        // literal parts, punctuation, and `$(…)` (which folding decides)
+        !node.is_named()
+            || k == self.k.word
+            || k == self.k.raw_string
+            || k == self.k.ansi_c_string
+            || k == self.k.number
+            || k == self.k.string_content
+            || k == self.k.command_substitution
+    }
+
+    /// The constant value of a word, string or expansion, as the shell would see it.
+    pub fn fold(&self, node: Node<'_>) -> Option<String> {
+        self.fold_at(node, 0).filter(|v| v.len() <= MAX_FOLD_LEN)
+    }
+
+    fn fold_at(&self, node: Node<'_>, depth: u8) -> Option<String> {
+        if depth > MAX_FOLD_DEPTH {
+            return None;
+        }
+        let k = self.k;
+        let d = depth + 1;
+        let kind = node.kind_id();
+        let t = text(node, self.src);
+        if kind == k.word || kind == k.number {
+            Some(unescape_word(t))
+        } else if kind == k.raw_string {
+            Some(t.get(1..t.len().saturating_sub(1))?.to_string())
+        } else if kind == k.ansi_c_string {
+            Some(decode_c_escapes(t.strip_prefix("$'")?.strip_suffix('\'')?))
+        } else if kind == k.string || kind == k.translated_string {
+            let inner_start = node.start_byte() + t.find('"')? + 1;
+            let inner_end = node.end_byte().checked_sub(1)?;
+            self.fold_parts(node, inner_start, inner_end, d, true)
+        } else if kind == k.concatenation || kind == k.command_name {
+            self.fold_parts(node, node.start_byte(), node.end_byte(), d, false)
+        } else if kind == k.simple_expansion || kind == k.expansion {
+            let name = t
+                .trim_start_matches('$')
+                .trim_start_matches('{')
+                .trim_end_matches('}');
+            match self.facts.consts.get(name) {
+                Some(value) => value.clone(),
+                // The home directory, as `~` (what path rules compare with).
+                None if name == "HOME" => Some("~".into()),
+                None => None,
+            }
+        } else if kind == k.command_substitution {
+            self.fold_substitution(node, d)
+        } else if kind == k.string_content {
+            Some(unescape_dquoted(t))
+        } else {
+            None
+        }
+    }
+
+    /// Folds the children of `node` between `start` and `end`, keeping the text between them.
+    fn fold_parts(
+        &self,
+        node: Node<'_>,
+        start: usize,
+        end: usize,
+        d: u8,
+        quoted: bool,
+    ) -> Option<String> {
+        let mut out = String::new();
+        let mut at = start;
+        for child in children(node) {
+            if child.end_byte() <= start || child.start_byte() >= end {
+                continue;
+            }
+            let gap = self.src.get(at..child.start_byte().max(at))?;
+            out.push_str(&if quoted {
+                unescape_dquoted(gap)
+            } else {
+                unescape_word(gap)
+            });
+            out.push_str(&self.fold_at(child, d)?);
+            at = child.end_byte();
+        }
+        let gap = self.src.get(at.min(end)..end)?;
+        out.push_str(&if quoted {
+            unescape_dquoted(gap)
+        } else {
+            unescape_word(gap)
+        });
+        Some(out)
+    }
+
+    /// `$(printf '\x72\x6d')` and `$(echo rm)`: the output of constant printf/echo commands.
+    fn fold_substitution(&self, node: Node<'_>, d: u8) -> Option<String> {
+        if node.named_child_count() != 1 {
+            return None;
+        }
+        let inner = node.named_child(0)?;
+        let output = if inner.kind_id() == self.k.pipeline {
+            // `$(echo … | base64 -d)`: a constant output through decoders
+            let mut stages = children(inner).filter(|c| c.is_named());
+            let mut value = self.command_output(stages.next()?, None, d)?;
+            for stage in stages {
+                value = self.command_output(stage, Some(&value), d)?;
+            }
+            value
+        } else {
+            self.command_output(inner, None, d)?
+        };
+        Some(output.trim_end_matches('\n').to_string())
+    }
+
+    /// The output of a constant command: `printf`/`echo` of constants, a decoder (`base64 -d`,
+    /// `xxd -r -p`, `rev`) reading `input`, or `which`/`command -v`/`type -P` of a name (the name:
+    /// what path rules and interpreter lookups compare).
+    fn command_output(&self, command: Node<'_>, input: Option<&str>, d: u8) -> Option<String> {
+        if command.kind_id() != self.k.command {
+            return None;
+        }
+        let name = self.fold_at(command.child_by_field_id(self.k.f_name)?, d)?;
+        let args: Vec<String> = children_in_field(command, self.k.f_argument)
+            .into_iter()
+            .map(|a| self.fold_at(a, d))
+            .collect::<Option<_>>()?;
+        let flags = |wanted: &[&str]| args.iter().any(|a| wanted.contains(&a.as_str()));
+        let output = match (base_name(&name), input) {
+            ("printf", None) => {
+                let (format, rest) = args.split_first()?;
+                if !rest.is_empty() || format.contains('%') {
+                    return None;
+                }
+                decode_c_escapes(format)
+            }
+            ("echo", None) => {
+                let interpret = args.first().is_some_and(|a| a == "-e");
+                let words: Vec<&str> = args
+                    .iter()
+                    .map(String::as_str)
+                    .skip_while(|a| matches!(*a, "-e" | "-n" | "-E"))
+                    .collect();
+                let joined = words.join(" ");
+                if interpret {
+                    decode_c_escapes(&joined)
+                } else {
+                    joined
+                }
+            }
+            ("which" | "command" | "type", None) => {
+                let program = args.iter().find(|a| !a.starts_with('-'))?;
+                if base_name(&name) != "which" && !flags(&["-v", "-p", "-P"]) {
+                    return None;
+                }
+                program.clone()
+            }
+            ("base64", Some(data)) if flags(&["-d", "--decode", "-D"]) => {
+                codec::decode_base64(data.trim(), data.contains(['-', '_']))?
+            }
+            ("base32", Some(data)) if flags(&["-d", "--decode"]) => {
+                codec::decode_base32(data.trim())?
+            }
+            ("xxd", Some(data)) if flags(&["-r"]) && flags(&["-p", "-ps", "-plain"]) => {
+                codec::decode_hex(&data.split_whitespace().collect::<String>())?
+            }
+            ("rev", Some(data)) => data
+                .lines()
+                .map(|l| l.chars().rev().collect::<String>())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => return None,
+        };
+        Some(output)
+    }
+}
+
+/// An unquoted word: a backslash quotes the next character.
+pub(super) fn unescape_word(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('\n') | None => {}
+                Some(n) => out.push(n),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Inside double quotes a backslash only quotes `$`, `` ` ``, `"`, `\` and newline.
+pub(super) fn unescape_dquoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.peek() {
+                Some('$' | '`' | '"' | '\\') => out.extend(chars.next()),
+                Some('\n') => {
+                    chars.next();
+                }
+                _ => out.push('\\'),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_unescape_like_the_shell() {
+        assert_eq!(unescape_word(r"\rm"), "rm");
+        assert_eq!(unescape_dquoted(r#"a\$b\n"#), r"a$b\n");
+    }
+}

@@ -1,0 +1,370 @@
+//! Inline programs a Bash command starts: `eval`, `bash -c CODE`, code glued to its flag, shell
+//! runners (`su -c`, `watch`), awk's commands, and programs read from a heredoc, a here-string or
+//! the previous pipeline stage.
+
+use tree_sitter::Node;
+
+use super::{Embedded, Interpreter, ShellRunner, awk, is_code_flag, verbatim};
+use crate::domain::script::Language;
+use crate::rules::bash::{BashSem, Invocation};
+use crate::rules::codec::decode_c_escapes;
+use crate::rules::grammar::text;
+use crate::rules::matcher::Cx;
+
+/// Inline programs started by a Bash `command` node.
+pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> Vec<Embedded<'t>> {
+    let Some(table) = sem.interpreters else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let (invocations, hot) = cx.bash_invocations(sem, command);
+    if !hot {
+        return found;
+    }
+    for inv in invocations.iter() {
+        if inv.name == "eval" && !inv.args.is_empty() {
+            let parts: Option<Vec<String>> = inv.args.iter().map(|a| sem.fold(*a)).collect();
+            let code = parts.map(|p| p.join(" "));
+            let at = code
+                .as_deref()
+                .and_then(|c| verbatim(sem.src, inv.args[0], c));
+            found.push(Embedded {
+                interpreter: "eval".into(),
+                language: Some(Language::Bash),
+                code,
+                anchor: inv.args[0],
+                verbatim_at: at,
+            });
+            continue;
+        }
+        if awk::AWKS.contains(&inv.name.as_str()) {
+            found.extend(awk::commands(sem, inv));
+            continue;
+        }
+        if let Some(runner) = table.runners.iter().find(|r| r.names.contains(&inv.name)) {
+            found.extend(runner_command(sem, inv, runner));
+            continue;
+        }
+        let Some(interp) = table.lookup(&inv.name) else {
+            continue;
+        };
+        let flags: Vec<&str> = interp.code_flags.iter().map(String::as_str).collect();
+        if let Some(e) = code_after_flag(sem, inv, &flags, &inv.name, interp.language)
+            .or_else(|| attached_code(sem, inv, interp))
+        {
+            found.push(e);
+        } else if sem.reads_program_from_stdin(inv) {
+            found.push(stdin_program(sem, command, &inv.name, interp.language));
+        }
+    }
+    found
+}
+
+/// The command a [`ShellRunner`] hands to the shell.
+fn runner_command<'t>(
+    sem: &BashSem<'_>,
+    inv: &Invocation<'t>,
+    runner: &ShellRunner,
+) -> Option<Embedded<'t>> {
+    if !runner.code_flags.is_empty() {
+        let flags: Vec<&str> = runner.code_flags.iter().map(String::as_str).collect();
+        return code_after_flag(sem, inv, &flags, &inv.name, Some(Language::Bash));
+    }
+    if !runner.rest {
+        return None;
+    }
+    let mut i = 0;
+    while let Some(arg) = inv.args.get(i) {
+        let a = sem.fold(*arg).unwrap_or_default();
+        if a == "--" {
+            i += 1;
+            break;
+        }
+        if !a.starts_with('-') || a.len() == 1 {
+            break;
+        }
+        i += if runner.value_options.contains(&a) {
+            2
+        } else {
+            1
+        };
+    }
+    let words: Vec<Node<'t>> = inv.args[i.min(inv.args.len())..]
+        .iter()
+        .copied()
+        .take_while(|a| sem.fold(*a).is_none_or(|v| !runner.until.contains(&v)))
+        .collect();
+    let anchor = *words.first()?;
+    let code: Option<Vec<String>> = words.iter().map(|w| sem.fold(*w)).collect();
+    let code = code.map(|c| c.join(" "));
+    let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
+    Some(Embedded {
+        interpreter: inv.name.clone(),
+        language: Some(Language::Bash),
+        code,
+        anchor,
+        verbatim_at,
+    })
+}
+
+/// `bash -c CODE`, `python3 -c CODE`, `bash -lc CODE`.
+fn code_after_flag<'t>(
+    sem: &BashSem<'_>,
+    inv: &Invocation<'t>,
+    flags: &[&str],
+    interpreter: &str,
+    language: Option<Language>,
+) -> Option<Embedded<'t>> {
+    let at = inv
+        .args
+        .iter()
+        .position(|a| sem.fold(*a).is_some_and(|v| is_code_flag(flags, &v)))?;
+    let anchor = *inv.args.get(at + 1).unwrap_or(&inv.args[at]);
+    let mut code = inv.args.get(at + 1).and_then(|n| sem.fold(*n));
+    let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
+    if language == Some(Language::Bash)
+        && let Some(c) = code.as_mut()
+    {
+        let params: Vec<Option<String>> = inv.args[(at + 2).min(inv.args.len())..]
+            .iter()
+            .map(|a| sem.fold(*a))
+            .collect();
+        bind_positional(c, &params);
+    }
+    Some(Embedded {
+        interpreter: interpreter.to_string(),
+        language,
+        code,
+        anchor,
+        verbatim_at,
+    })
+}
+
+/// `sh -c 'rm -rf "$1"/*' _ /`: the words after the code are `$0`, `$1`, …; each constant one is
+/// put in place of `$N` / `${N}` (and `$@` / `$*` when all are constant), so the code is checked
+/// with the values it will run with. A value holding quoting or expansion characters is left
+/// out: substituting it could change how the code parses.
+fn bind_positional(code: &mut String, params: &[Option<String>]) {
+    fn plain(v: &str) -> bool {
+        !v.contains(['"', '\'', '\\', '$', '`'])
+    }
+    if params.is_empty() || !code.contains('$') {
+        return;
+    }
+    let value = |n: usize| {
+        params
+            .get(n)
+            .and_then(|v| v.as_deref())
+            .filter(|v| plain(v))
+    };
+    let all: Option<Vec<&str>> = params
+        .iter()
+        .skip(1)
+        .map(|v| v.as_deref().filter(|v| plain(v)))
+        .collect();
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code.as_str();
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let escaped = out.ends_with('\\');
+        let (n, len) = if let Some(d) = after.chars().next().filter(char::is_ascii_digit) {
+            (Some(d as usize - '0' as usize), 1)
+        } else if let Some(inner) = after.strip_prefix('{').and_then(|a| a.split_once('}')) {
+            (
+                inner.0.parse::<usize>().ok().filter(|n| *n < 10),
+                inner.0.len() + 2,
+            )
+        } else {
+            (None, 0)
+        };
+        let replacement = match (n, after.chars().next()) {
+            (Some(n), _) => value(n).map(|v| (v.to_string(), len)),
+            (None, Some('@' | '*')) => all.as_ref().map(|a| (a.join(" "), 1)),
+            _ => None,
+        };
+        match replacement.filter(|_| !escaped) {
+            Some((v, len)) => {
+                out.push_str(&v);
+                rest = &after[len..];
+            }
+            None => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    *code = out;
+}
+
+/// `python3 -c'print(1)'`: the code glued to the flag.
+fn attached_code<'t>(
+    sem: &BashSem<'_>,
+    inv: &Invocation<'t>,
+    interp: &Interpreter,
+) -> Option<Embedded<'t>> {
+    for arg in &inv.args {
+        let value = sem.fold(*arg)?;
+        for flag in &interp.code_flags {
+            if let Some(code) = value
+                .strip_prefix(flag.as_str())
+                .filter(|c| !c.is_empty() && flag.len() == 2 && !value.starts_with("--"))
+            {
+                // Only for interpreters whose flag takes the rest of the word (python, perl, ruby).
+                if interp.language != Some(Language::Bash) {
+                    return Some(Embedded {
+                        interpreter: inv.name.clone(),
+                        language: interp.language,
+                        code: Some(code.to_string()),
+                        anchor: *arg,
+                        verbatim_at: verbatim(sem.src, *arg, code),
+                    });
+                }
+            }
+        }
+        if !value.starts_with('-') {
+            return None;
+        }
+    }
+    None
+}
+
+/// The program an interpreter reads on stdin: a heredoc, a here-string, or the previous pipeline stage.
+fn stdin_program<'t>(
+    sem: &BashSem<'_>,
+    command: Node<'t>,
+    name: &str,
+    language: Option<Language>,
+) -> Embedded<'t> {
+    let k = sem.k;
+    let dynamic = |anchor| Embedded {
+        interpreter: name.to_string(),
+        language,
+        code: None,
+        anchor,
+        verbatim_at: None,
+    };
+    // here-string: a child of the command itself
+    for child in crate::rules::grammar::children(command) {
+        if child.kind_id() == k.herestring_redirect {
+            let value = child.named_child(0);
+            let code = value.and_then(|v| sem.fold(v));
+            let anchor = value.unwrap_or(child);
+            let at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
+            return Embedded {
+                interpreter: name.to_string(),
+                language,
+                code,
+                anchor,
+                verbatim_at: at,
+            };
+        }
+    }
+    // heredoc: `cmd <<EOF` (redirected_statement parent), or `cat <<EOF | cmd` (pipeline inside the heredoc)
+    let mut node = command;
+    while let Some(parent) = node.parent() {
+        if parent.kind_id() == k.redirected_statement || parent.kind_id() == k.heredoc_redirect {
+            let redirect = if parent.kind_id() == k.heredoc_redirect {
+                Some(parent)
+            } else {
+                parent
+                    .children(&mut parent.walk())
+                    .find(|c| c.kind_id() == k.heredoc_redirect)
+            };
+            if let Some(body) = redirect.and_then(|r| {
+                crate::rules::grammar::children(r).find(|c| c.kind_id() == k.heredoc_body)
+            }) {
+                let code = text(body, sem.src).to_string();
+                return Embedded {
+                    interpreter: name.to_string(),
+                    language,
+                    verbatim_at: Some(body.start_byte()),
+                    code: Some(code),
+                    anchor: body,
+                };
+            }
+        }
+        if parent.kind_id() == k.pipeline {
+            return piped_program(sem, parent, node, name, language)
+                .unwrap_or_else(|| dynamic(command));
+        }
+        if parent.kind_id() != k.redirected_statement {
+            break;
+        }
+        node = parent;
+    }
+    dynamic(command)
+}
+
+/// `echo 'code' | python3`: the constant output of the stage before.
+fn piped_program<'t>(
+    sem: &BashSem<'_>,
+    pipeline: Node<'t>,
+    stage: Node<'t>,
+    name: &str,
+    language: Option<Language>,
+) -> Option<Embedded<'t>> {
+    let mut previous = None;
+    for child in crate::rules::grammar::children(pipeline).filter(|c| c.is_named()) {
+        if child.id() == stage.id() {
+            break;
+        }
+        previous = Some(child);
+    }
+    let previous = previous?;
+    if previous.kind_id() != sem.k.command {
+        return None;
+    }
+    let inv = sem.invocations(previous).into_iter().next()?;
+    let args: Vec<String> = inv
+        .args
+        .iter()
+        .map(|a| sem.fold(*a))
+        .collect::<Option<_>>()?;
+    let code = match inv.name.as_str() {
+        "echo" => args
+            .iter()
+            .map(String::as_str)
+            .skip_while(|a| matches!(*a, "-e" | "-n" | "-E"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        "printf" if args.len() == 1 => decode_c_escapes(&args[0]),
+        _ => return None,
+    };
+    let anchor = inv.args.last().copied().unwrap_or(previous);
+    Some(Embedded {
+        interpreter: name.to_string(),
+        language,
+        verbatim_at: verbatim(sem.src, anchor, &code),
+        code: Some(code),
+        anchor,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bind_positional;
+
+    fn bound(code: &str, params: &[&str]) -> String {
+        let mut c = code.to_string();
+        let p: Vec<Option<String>> = params.iter().map(|p| Some(p.to_string())).collect();
+        bind_positional(&mut c, &p);
+        c
+    }
+
+    #[test]
+    fn positional_parameters_take_the_words_after_the_code() {
+        assert_eq!(bound("rm -rf \"$1\"/*", &["_", "/"]), "rm -rf \"/\"/*");
+        assert_eq!(bound("echo ${2} $0", &["sh", "a", "b"]), "echo b sh");
+        assert_eq!(
+            bound("rm -rf $@", &["_", "/etc", "/usr"]),
+            "rm -rf /etc /usr"
+        );
+        assert_eq!(
+            bound("echo \\$1 $HOME $9", &["_", "x"]),
+            "echo \\$1 $HOME $9"
+        );
+        assert_eq!(bound("echo \"$1\"", &["_", "a\"b"]), "echo \"$1\"");
+    }
+}

@@ -1,0 +1,144 @@
+//! Inline programs a Python call starts: a shell command line (`os.system`, `shell=True`), an
+//! interpreter with inline code in an argv (`["bash", "-c", code]`), or a constant argv checked
+//! as a Bash command line.
+
+use tree_sitter::Node;
+
+use super::{Embedded, Interpreters, verbatim};
+use crate::domain::script::Language;
+use crate::rules::bash::base_name;
+use crate::rules::grammar::text;
+use crate::rules::matcher::Cx;
+use crate::rules::python::PySem;
+
+/// Inline programs started by a Python call (`subprocess.run(["bash", "-c", code])`).
+pub fn python_embedded<'t>(
+    sem: &PySem<'t>,
+    cx: &Cx<'t>,
+    table: &Interpreters,
+    call: Node<'t>,
+) -> Vec<Embedded<'t>> {
+    let (names, hot) = cx.callee(call, || sem.callee_names(call));
+    if !hot || !names.iter().any(|n| table.python_process_calls.contains(n)) {
+        return Vec::new();
+    }
+    let args = sem.effective_positional(call);
+    if let Some(line) = shell_command_line(sem, &names, call, &args) {
+        return vec![line];
+    }
+    // argv is the first list/tuple argument, or the string arguments themselves (os.execl style).
+    let mut items: Vec<(Node<'t>, Option<String>)> = args
+        .iter()
+        .find_map(|a| sem.list_items(*a))
+        .unwrap_or_else(|| args.iter().map(|a| (*a, sem.fold(*a))).collect());
+    // `sys.executable` is the Python interpreter itself.
+    for (node, value) in &mut items {
+        if value.is_none() && sem.names(*node).iter().any(|n| n == "sys.executable") {
+            *value = Some("python3".to_string());
+        }
+    }
+    if let Some(inline) = inline_in_argv(sem, table, &items) {
+        return vec![inline];
+    }
+    // Otherwise a constant argv is a command line: check it with the Bash rules (crontab, rm …).
+    match args.iter().find(|a| sem.list_items(**a).is_some()) {
+        Some(list) if !items.is_empty() => vec![Embedded {
+            interpreter: "argv".into(),
+            language: Some(Language::Bash),
+            code: Some(command_line(&items)),
+            anchor: *list,
+            verbatim_at: None,
+        }],
+        _ => Vec::new(),
+    }
+}
+
+/// A command string a shell runs (`subprocess.run(cmd, shell=True)`, `os.system(cmd)`), when it is
+/// a constant or all its run-time parts are shell-quoted: checked as Bash (`rm -rf /` is no safer
+/// in a string).
+fn shell_command_line<'t>(
+    sem: &PySem<'t>,
+    names: &[String],
+    call: Node<'t>,
+    args: &[Node<'t>],
+) -> Option<Embedded<'t>> {
+    let through_shell = names.iter().any(|n| {
+        matches!(
+            n.as_str(),
+            "os.system"
+                | "os.popen"
+                | "subprocess.getoutput"
+                | "subprocess.getstatusoutput"
+                | "asyncio.create_subprocess_shell"
+                | "asyncio.subprocess.create_subprocess_shell"
+        )
+    }) || sem
+        .effective_keywords(call)
+        .into_iter()
+        .any(|(name, value)| {
+            name == "shell" && !matches!(text(value, sem.src), "False" | "None" | "0")
+        });
+    if !through_shell {
+        return None;
+    }
+    let command = *args.first()?;
+    let code = sem.fold_shell(command)?;
+    let verbatim_at = verbatim(sem.src, command, &code);
+    Some(Embedded {
+        interpreter: "sh -c".into(),
+        language: Some(Language::Bash),
+        code: Some(code),
+        anchor: command,
+        verbatim_at,
+    })
+}
+
+/// `["bash", "-c", code]`: the inline program in an argv list.
+fn inline_in_argv<'t>(
+    sem: &PySem<'_>,
+    table: &Interpreters,
+    items: &[(Node<'t>, Option<String>)],
+) -> Option<Embedded<'t>> {
+    let start = items.iter().position(|(_, v)| {
+        v.as_deref()
+            .is_some_and(|v| table.lookup(base_name(v)).is_some())
+    })?;
+    let interp_name = base_name(items[start].1.as_deref().unwrap_or("")).to_string();
+    let interp = table.lookup(&interp_name)?;
+    let rest = &items[start + 1..];
+    let flag_at = rest
+        .iter()
+        .position(|(_, v)| v.as_deref().is_some_and(|v| interp.takes_code(v)))?;
+    let (anchor, code) = match rest.get(flag_at + 1) {
+        Some((node, value)) => (*node, value.clone()),
+        None => (rest[flag_at].0, None),
+    };
+    let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
+    Some(Embedded {
+        interpreter: interp_name,
+        language: interp.language,
+        code,
+        anchor,
+        verbatim_at,
+    })
+}
+
+/// An argv as a shell command line; items only known at run time become a quoted variable.
+fn command_line(items: &[(Node<'_>, Option<String>)]) -> String {
+    let word = |v: &Option<String>| match v {
+        None => "\"$SCRIPTGATE_RUNTIME_VALUE\"".to_string(),
+        Some(s)
+            if !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b)) =>
+        {
+            s.clone()
+        }
+        Some(s) => format!("'{}'", s.replace('\'', "'\\''")),
+    };
+    items
+        .iter()
+        .map(|(_, v)| word(v))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

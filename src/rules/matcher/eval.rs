@@ -1,0 +1,254 @@
+//! Evaluating a matcher on a node: conditions, relations (`has`, `inside`), `derived`, and whether a
+//! leaf can match anywhere in the script.
+
+use std::borrow::Cow;
+
+use tree_sitter::{Node, TreeCursor};
+use unicode_normalization::UnicodeNormalization;
+
+use super::{Cx, Matcher, Relation, Sem, TextRegex, Words};
+use crate::rules::grammar::{children_in_field, text};
+use crate::rules::python::Binding;
+
+/// Text compared by `regex`: NFKC-normalised, because Python treats `ｅｘｅｃ` as `exec` (PEP 3131).
+pub fn normalized(s: &str) -> Cow<'_, str> {
+    if s.is_ascii() {
+        Cow::Borrowed(s)
+    } else {
+        Cow::Owned(s.nfkc().collect())
+    }
+}
+
+impl Matcher {
+    pub fn matches<'t>(&self, node: Node<'t>, cx: &Cx<'t>) -> bool {
+        match self {
+            Matcher::Kind(kinds) => kinds.contains(&node.kind_id()),
+            Matcher::Regex(re) => re.regex.is_match(&normalized(text(node, cx.src))),
+            Matcher::Exact(Words { words, .. }) => {
+                let t = text(node, cx.src);
+                words.iter().any(|w| w.len() == t.len() && w == t)
+                    || (!t.is_ascii() && {
+                        let n = normalized(t);
+                        words.iter().any(|w| *w == *n)
+                    })
+            }
+            Matcher::Has(rel) => rel.has(node, cx),
+            Matcher::Inside(rel) => rel.inside(node, cx),
+            Matcher::Not(m) => !m.matches(node, cx),
+            Matcher::All(ms) => ms.iter().all(|m| m.matches(node, cx)),
+            Matcher::Any(ms) => ms.iter().any(|m| m.possible(cx) && m.matches(node, cx)),
+            Matcher::Folded(re) => match cx.fold(node) {
+                Some(v) => re.is_match(&v),
+                // not a constant: one of the values it is known to take (a loop over constants,
+                // an element of a constant container)
+                None => cx
+                    .sem
+                    .possible_values(node)
+                    .is_some_and(|vs| vs.iter().any(|v| re.is_match(v))),
+            },
+            Matcher::Prefix(re) => cx.sem.prefixes(node).iter().any(|p| re.is_match(p)),
+            Matcher::Quoted(want) => {
+                let quoted = match &cx.sem {
+                    Sem::Python(py) => py.fold_shell(node).is_some(),
+                    Sem::Bash(_) => cx.fold(node).is_some(),
+                };
+                quoted == *want
+            }
+            Matcher::Derived(inner) => derived(node, inner, cx, 0),
+            Matcher::Dynamic(want) => {
+                let constant = cx.sem.is_literal(node) || cx.fold(node).is_some();
+                constant != *want
+            }
+            Matcher::Call(spec) => match &cx.sem {
+                Sem::Python(py) => py.call_matches(node, spec, cx),
+                Sem::Bash(_) => false,
+            },
+            Matcher::Command(spec) => match &cx.sem {
+                Sem::Bash(sh) => sh.command_matches(node, spec, cx),
+                Sem::Python(_) => false,
+            },
+            Matcher::MayBe(re) => {
+                let values = match &cx.sem {
+                    Sem::Python(py) => py.possible_values(node),
+                    Sem::Bash(_) => cx.fold(node).map(|v| vec![v.to_string()]),
+                };
+                values.is_none_or(|vs| vs.iter().any(|v| re.is_match(v)))
+            }
+            Matcher::Resolves(set, _) => match &cx.sem {
+                Sem::Python(py) => py.names(node).iter().any(|n| set.contains(n)),
+                Sem::Bash(_) => false,
+            },
+            Matcher::Recursive(want) => {
+                let is = match &cx.sem {
+                    Sem::Python(py) => py.is_recursive(node),
+                    Sem::Bash(sh) => sh.is_recursive(node, cx),
+                };
+                is == *want
+            }
+        }
+    }
+
+    /// Whether this matcher can match any node of the script (decided once per script): exact text
+    /// needs its word in the source, a call/command condition needs a call/command of that name
+    /// somewhere. Everything else is assumed possible.
+    pub fn possible(&self, cx: &Cx<'_>) -> bool {
+        match self {
+            // Identifiers compare after NFKC, so a non-ASCII script is searched in its NFKC form
+            // (NFKC does not compose across the ASCII punctuation and spaces that delimit words).
+            Matcher::Exact(w) => cx.leaf_possible(w.slot, || cx.has_literal_of(w.slot)),
+            Matcher::Resolves(_, slot) => cx.leaf_possible(*slot, || cx.has_literal_of(*slot)),
+            Matcher::Regex(TextRegex {
+                literals: Some(_),
+                slot,
+                ..
+            }) => cx.leaf_possible(*slot, || cx.has_literal_of(*slot)),
+            Matcher::Call(spec) => cx.leaf_possible(spec.slot, || {
+                cx.script_names().iter().any(|n| spec.callee.contains(n))
+            }),
+            Matcher::Command(spec) => cx.leaf_possible(spec.slot, || {
+                cx.script_names().iter().any(|n| spec.name.contains(n))
+            }),
+            Matcher::All(ms) => ms.iter().all(|m| m.possible(cx)),
+            Matcher::Any(ms) => ms.iter().any(|m| m.possible(cx)),
+            Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.possible(cx),
+            _ => true,
+        }
+    }
+}
+
+impl Relation {
+    fn has<'t>(&self, node: Node<'t>, cx: &Cx<'t>) -> bool {
+        if !self.inner.possible(cx) {
+            return false;
+        }
+        // A field names (the first of) its children directly: no iteration.
+        if let Some(field) = self.field {
+            return node
+                .child_by_field_id(field)
+                .is_some_and(|child| self.inner.matches(child, cx));
+        }
+        cx.with_cursor(node, |cursor| self.has_with(cursor, cx))
+    }
+
+    fn has_with<'t>(&self, cursor: &mut TreeCursor<'t>, cx: &Cx<'t>) -> bool {
+        if !cursor.goto_first_child() {
+            return false;
+        }
+        if !self.stop_by_end {
+            loop {
+                if self.inner.matches(cursor.node(), cx) {
+                    return true;
+                }
+                if !cursor.goto_next_sibling() {
+                    return false;
+                }
+            }
+        }
+        // Depth-first over all descendants, iteratively (trees are depth-bounded by the syntax layer).
+        let mut depth = 1usize;
+        loop {
+            if self.inner.matches(cursor.node(), cx) {
+                return true;
+            }
+            if cursor.goto_first_child() {
+                depth += 1;
+                continue;
+            }
+            loop {
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+                if depth == 1 || !cursor.goto_parent() {
+                    return false;
+                }
+                depth -= 1;
+            }
+        }
+    }
+
+    fn inside<'t>(&self, node: Node<'t>, cx: &Cx<'t>) -> bool {
+        if !self.inner.possible(cx) {
+            return false;
+        }
+        if let Some(field) = self.field {
+            let Some(parent) = node.parent() else {
+                return false;
+            };
+            let in_field = children_in_field(parent, field)
+                .iter()
+                .any(|c| c.id() == node.id());
+            return in_field && self.inner.matches(parent, cx);
+        }
+        let mut current = node.parent();
+        while let Some(p) = current {
+            if self.inner.matches(p, cx) {
+                return true;
+            }
+            if !self.stop_by_end {
+                return false;
+            }
+            current = p.parent();
+        }
+        false
+    }
+}
+
+/// `derived:`: `node` or a descendant matches `inner`, or so does an expression a name inside it
+/// is bound to (Python; names followed at most four deep).
+fn derived<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool {
+    if inner.matches(node, cx) {
+        return true;
+    }
+    // The compiler only accepts `derived` in Python rules.
+    let Sem::Python(py) = &cx.sem else {
+        return false;
+    };
+    let mut names: Vec<Node<'t>> = Vec::new();
+    let found = cx.with_cursor(node, |cursor| {
+        let mut level = 0usize;
+        if !cursor.goto_first_child() {
+            return false;
+        }
+        level += 1;
+        loop {
+            let n = cursor.node();
+            if inner.matches(n, cx) {
+                return true;
+            }
+            if n.kind_id() == py.k.identifier {
+                names.push(n);
+            }
+            if cursor.goto_first_child() {
+                level += 1;
+                continue;
+            }
+            loop {
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+                if level <= 1 || !cursor.goto_parent() {
+                    return false;
+                }
+                level -= 1;
+            }
+        }
+    });
+    if found {
+        return true;
+    }
+    if node.kind_id() == py.k.identifier {
+        names.push(node);
+    }
+    if depth >= 4 {
+        return false;
+    }
+    names.iter().any(|n| {
+        let name = normalized(text(*n, cx.src));
+        match py.binding(&name) {
+            Some(Binding::Value(v)) | Some(Binding::Item(v, _)) => {
+                v.id() != node.id() && derived(v, inner, cx, depth + 1)
+            }
+            _ => false,
+        }
+    })
+}

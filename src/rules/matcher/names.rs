@@ -1,0 +1,116 @@
+//! Sets of dotted callee/command names with `*` wildcards, and the texts a script naming one holds.
+
+use regex::Regex;
+
+/// Words of the Python constructs that compute a name from strings (see [`NameSet::texts`]).
+const COMPUTED_NAMES: &[&str] = &[
+    "getattr",
+    "__import__",
+    "import_module",
+    "globals",
+    "locals",
+    "vars",
+    "__dict__",
+    "modules",
+    "attrgetter",
+    "methodcaller",
+    "builtins",
+];
+
+/// A set of dotted names with `*` wildcards (`os.exec*`, `subprocess.*`), matched whole. Plain
+/// names are a hash lookup; only the wildcard patterns need a regex.
+#[derive(Debug)]
+pub struct NameSet {
+    exact: rustc_hash::FxHashSet<String>,
+    wildcard: Option<Regex>,
+    patterns: Vec<String>,
+    /// The last dotted segment of every plain name (`os.system` → `system`).
+    last_segments: rustc_hash::FxHashSet<String>,
+    /// The text before the first `*` of every wildcard pattern (`os.exec*` → `os.exec`).
+    wild_prefixes: Vec<String>,
+}
+
+impl NameSet {
+    pub fn new(names: &[String]) -> Result<Self, NameSetError> {
+        if names.is_empty() {
+            return Err(NameSetError::Empty);
+        }
+        let (wild, exact): (Vec<&String>, Vec<&String>) =
+            names.iter().partition(|n| n.contains('*'));
+        let alternatives: Vec<String> = wild
+            .iter()
+            .map(|n| regex::escape(n).replace(r"\*", r"[\w.\-]*"))
+            .collect();
+        let wildcard = if alternatives.is_empty() {
+            None
+        } else {
+            Some(Regex::new(&format!("^(?:{})$", alternatives.join("|")))?)
+        };
+        Ok(NameSet {
+            last_segments: exact
+                .iter()
+                .map(|n| n.rsplit('.').next().unwrap_or(n).to_string())
+                .collect(),
+            wild_prefixes: wild
+                .iter()
+                .map(|n| n.split('*').next().unwrap_or("").to_string())
+                .collect(),
+            exact: exact.into_iter().cloned().collect(),
+            wildcard,
+            patterns: names.to_vec(),
+        })
+    }
+
+    /// Texts one of which a script naming a member of the set holds: each name's last segment
+    /// (or the text before a wildcard), and the words of the ways Python computes a name
+    /// (`getattr`, `__import__`, `globals`, …), which may hide it.
+    pub fn texts(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.last_segments.iter().cloned().collect();
+        for p in &self.wild_prefixes {
+            let last = p.rsplit('.').next().unwrap_or(p);
+            let piece = if last.is_empty() {
+                p.trim_end_matches('.').rsplit('.').next().unwrap_or(p)
+            } else {
+                last
+            };
+            out.push(piece.to_string());
+        }
+        out.extend(COMPUTED_NAMES.iter().map(|s| s.to_string()));
+        out.retain(|t| !t.is_empty());
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// A necessary condition for `full` (a dotted name whose last segment is `last`) to be in the
+    /// set, without the regex: a plain name with that last segment, or a wildcard with that prefix.
+    pub fn may_contain(&self, full: &str, last: &str) -> bool {
+        self.last_segments.contains(last)
+            || self
+                .wild_prefixes
+                .iter()
+                .any(|p| full.starts_with(p.as_str()))
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.exact.contains(name)
+            || (self
+                .wild_prefixes
+                .iter()
+                .any(|p| name.starts_with(p.as_str()))
+                && self.wildcard.as_ref().is_some_and(|w| w.is_match(name)))
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+}
+
+/// Why a [`NameSet`] cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum NameSetError {
+    #[error("needs at least one name")]
+    Empty,
+    #[error(transparent)]
+    Regex(#[from] regex::Error),
+}

@@ -1,0 +1,97 @@
+//! Python's value operations the folder imitates, as plain functions: slices, `os.path.join`,
+//! integer literals and `%`-formatting.
+
+/// Python slice semantics on characters.
+pub(super) fn py_slice(v: &[char], start: Option<i64>, stop: Option<i64>, step: i64) -> Vec<char> {
+    let len = i64::try_from(v.len()).unwrap_or(i64::MAX);
+    let clamp = |i: i64, lo: i64, hi: i64| i.max(lo).min(hi);
+    let norm = |i: i64| if i < 0 { i + len } else { i };
+    let mut out = Vec::new();
+    if step > 0 {
+        let mut i = clamp(start.map_or(0, norm), 0, len);
+        let end = clamp(stop.map_or(len, norm), 0, len);
+        while i < end {
+            out.push(v[usize::try_from(i).unwrap_or(0)]);
+            i += step;
+        }
+    } else {
+        let mut i = clamp(start.map_or(len - 1, norm), -1, len - 1);
+        let end = clamp(stop.map_or(-1, norm), -1, len - 1);
+        while i > end {
+            out.push(v[usize::try_from(i).unwrap_or(0)]);
+            i += step;
+        }
+    }
+    out
+}
+
+/// `os.path.join` semantics: an absolute part restarts the path.
+pub(super) fn join_paths(parts: &[String]) -> String {
+    let mut out = String::new();
+    for part in parts {
+        if part.starts_with('/') || out.is_empty() {
+            out = part.clone();
+        } else {
+            if !out.ends_with('/') {
+                out.push('/');
+            }
+            out.push_str(part);
+        }
+    }
+    out
+}
+
+pub(super) fn parse_int(t: &str) -> Option<i64> {
+    let t = t.replace('_', "").to_ascii_lowercase();
+    let t = t.trim_end_matches('l');
+    if let Some(h) = t.strip_prefix("0x") {
+        i64::from_str_radix(h, 16).ok()
+    } else if let Some(o) = t.strip_prefix("0o") {
+        i64::from_str_radix(o, 8).ok()
+    } else if let Some(b) = t.strip_prefix("0b") {
+        i64::from_str_radix(b, 2).ok()
+    } else {
+        t.parse().ok()
+    }
+}
+
+pub(super) fn percent_format(template: &str, values: &[String]) -> Option<String> {
+    let mut out = String::new();
+    let mut values = values.iter();
+    let mut chars = template.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            '%' => out.push('%'),
+            's' | 'r' | 'd' => out.push_str(values.next()?),
+            _ => return None,
+        }
+    }
+    values.next().is_none().then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_follow_python_semantics() {
+        let v: Vec<char> = "abcdef".chars().collect();
+        let s = |a, b, c| py_slice(&v, a, b, c).into_iter().collect::<String>();
+        assert_eq!(s(None, None, -1), "fedcba");
+        assert_eq!(s(Some(1), Some(4), 1), "bcd");
+        assert_eq!(s(None, None, 2), "ace");
+        assert_eq!(s(Some(-2), None, 1), "ef");
+    }
+
+    #[test]
+    fn percent_format_folds() {
+        assert_eq!(
+            percent_format("%s%s", &["ev".into(), "al".into()]).as_deref(),
+            Some("eval")
+        );
+    }
+}

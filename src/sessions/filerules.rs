@@ -1,0 +1,132 @@
+//! The session's `file_rules` on the host's files API: an upload is a write and a creation, a
+//! download a read, a delete a deletion, a listing a list, each decided on the path it names
+//! before the container is asked. `deny` and `approve` refuse it (the files API cannot hold a
+//! request for an operator; a command can), `log` lets it through; every decision that is not a
+//! plain `allow` is an audit record.
+//!
+//! A delete of a directory is decided on the directory's path only: rules on paths inside it do
+//! not apply to what it removes with it (a policy that protects a subtree should deny `delete` on
+//! its parents too).
+
+use scriptgate_policy::{Decision, Operation};
+use serde::Serialize;
+
+use super::{Session, SessionError, Sessions};
+use crate::auth::Caller;
+use crate::store::AuditEvent;
+
+#[derive(Serialize)]
+struct FileApiDecision<'a> {
+    session_id: uuid::Uuid,
+    policy: &'a str,
+    /// Where the operation came from: the files API, not a command.
+    via: &'static str,
+    operation: &'static str,
+    target: &'a str,
+    decision: Decision,
+    rule: Option<&'a str>,
+}
+
+impl Sessions {
+    /// Whether the session's policy lets `caller` perform `operations` on `path` (each must be
+    /// allowed or logged); `Err` names the rule that refused and its message.
+    pub(super) async fn file_rules(
+        &self,
+        caller: &Caller,
+        session: &Session,
+        operations: &[Operation],
+        path: &str,
+    ) -> Result<(), SessionError> {
+        let Some(name) = session.policy.as_deref() else {
+            return Ok(());
+        };
+        let Some(loaded) = self.policies.get(name) else {
+            return Err(SessionError::Denied {
+                rule: None,
+                message: format!("the session's policy `{name}` is no longer configured"),
+            });
+        };
+        let mut audit = Vec::new();
+        let mut refused = None;
+        for &op in operations {
+            let verdict = loaded.policy.decide_file(op, path);
+            if verdict.decision != Decision::Allow {
+                audit.push(record(
+                    caller,
+                    session,
+                    name,
+                    op,
+                    path,
+                    verdict.decision,
+                    verdict.rule(),
+                ));
+            }
+            if matches!(verdict.decision, Decision::Deny | Decision::Approve) {
+                let message = match verdict.message() {
+                    Some(m) => m.to_string(),
+                    None => match verdict.rule() {
+                        Some(rule) => format!(
+                            "{} of {path} is refused by the session's policy (rule `{rule}`)",
+                            op.as_str()
+                        ),
+                        None => format!(
+                            "{} of {path} is refused: no rule of the session's policy allows it",
+                            op.as_str()
+                        ),
+                    },
+                };
+                refused = Some(SessionError::Denied {
+                    rule: verdict.rule().map(str::to_string),
+                    message,
+                });
+                break;
+            }
+        }
+        if !audit.is_empty()
+            && let Err(e) = self.store.append_audit(audit).await
+        {
+            tracing::error!(session_id = %session.id, error = %e, "could not audit a files API decision");
+        }
+        refused.map_or(Ok(()), Err)
+    }
+}
+
+fn record(
+    caller: &Caller,
+    session: &Session,
+    policy: &str,
+    op: Operation,
+    path: &str,
+    decision: Decision,
+    rule: Option<&str>,
+) -> AuditEvent {
+    let outcome = FileApiDecision {
+        session_id: session.id,
+        policy,
+        via: "files_api",
+        operation: file_operation(op),
+        target: path,
+        decision,
+        rule,
+    };
+    AuditEvent {
+        actor: caller.name.clone(),
+        execution_id: Some(session.id),
+        event: "policy_decision",
+        script_sha256: None,
+        outcome: serde_json::to_value(outcome).expect("audit entries serialise"),
+    }
+}
+
+/// The operation as events name it.
+fn file_operation(op: Operation) -> &'static str {
+    match op {
+        Operation::Read => "file_read",
+        Operation::Write => "file_write",
+        Operation::Create => "file_create",
+        Operation::Delete => "file_delete",
+        Operation::List => "file_list",
+        Operation::Stat => "file_stat",
+        Operation::Exec => "file_exec",
+    }
+}

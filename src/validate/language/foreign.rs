@@ -1,0 +1,263 @@
+//! Scripts in a language scriptgate does not run (JavaScript, Ruby, PHP, Perl, Go, Rust, C, Java,
+//! C#, PowerShell, SQL, Lua), told apart by their shebang or by lines only that language writes.
+//!
+//! Each marker is a shape of a whole line that neither Python nor Bash produces in working code
+//! (`console.log(…);`, `my $x = …;`, `#include <…>`, `puts "…"`), grouped per language. A few are
+//! decisive on their own (a `<?php` tag, `package main`, `#include <…>`); the rest need two lines
+//! of the same language, so a stray line in a real Python or Bash script is not enough.
+
+/// A third language found in `text`: how many of its lines were seen, and whether one of them (or
+/// the shebang) settles it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Foreign {
+    pub(super) name: &'static str,
+    pub(super) lines: usize,
+    pub(super) decisive: bool,
+}
+
+/// The interpreter a shebang names, when it is a third language.
+fn shebang(text: &str) -> Option<&'static str> {
+    let first = text.lines().next()?.strip_prefix("#!")?;
+    let mut words = first.split_whitespace();
+    let mut prog = words.next()?.rsplit('/').next()?;
+    if prog == "env" {
+        prog = words.find(|w| !w.starts_with('-'))?;
+    }
+    let prog = prog.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    Some(match prog {
+        "node" | "nodejs" | "deno" | "bun" | "ts-node" | "tsx" => "JavaScript",
+        "ruby" | "irb" => "Ruby",
+        "perl" => "Perl",
+        "php" => "PHP",
+        "pwsh" | "powershell" => "PowerShell",
+        "lua" | "luajit" => "Lua",
+        "Rscript" => "R",
+        "tclsh" | "wish" => "Tcl",
+        "osascript" => "AppleScript",
+        _ => return None,
+    })
+}
+
+/// A line no Python or Bash script writes, and that settles the language by itself.
+fn decisive(l: &str) -> Option<&'static str> {
+    let name = if l.starts_with("<?php") {
+        "PHP"
+    } else if l == "package main" || l.starts_with("func main()") {
+        "Go"
+    } else if l.starts_with("#include <") || l.starts_with("#include \"") {
+        "C"
+    } else if l.starts_with("fn main()") {
+        "Rust"
+    } else if l.contains("public static void main(") {
+        "Java"
+    } else if l.starts_with("using System;") || l.contains("static void Main(") {
+        "C#"
+    } else if l == "use strict;" || l == "use warnings;" {
+        "Perl"
+    } else {
+        return None;
+    };
+    Some(name)
+}
+
+/// The third language a line is typical of.
+fn typical(l: &str) -> Option<&'static str> {
+    let semi = l.ends_with(';');
+    let first = l.split_whitespace().next().unwrap_or("");
+    let name = if l.starts_with("console.log(")
+        || l.starts_with("console.error(")
+        || l.contains("require(") && matches!(first, "const" | "let" | "var")
+        || l.starts_with("module.exports")
+        || l.starts_with("export default ")
+        || (l.starts_with("import ") && l.contains(" from '") && semi)
+        || (matches!(first, "const" | "let" | "var") && l.contains(" = ") && semi)
+        || (l.starts_with("function ") || l.starts_with("async function "))
+            && l.ends_with('{')
+            && !l.contains("()")
+        || l.contains(") => {")
+        || l.starts_with("document.")
+        || l.contains("process.argv")
+    {
+        "JavaScript"
+    } else if (first == "my" || first == "our") && l.contains(['$', '@', '%']) && semi
+        || l.starts_with("foreach my ")
+        || (first == "sub" && l.ends_with('{'))
+        || l.starts_with("print STDERR ")
+        || l.contains("=~ s/") && semi
+    {
+        "Perl"
+    } else if l.starts_with('$') && l.contains(" = ") && semi
+        || l.starts_with("echo ") && l.contains('$') && l.contains("->")
+        || l.starts_with("function ") && l.contains("($")
+    {
+        "PHP"
+    } else if first == "puts" && !l.contains(" = ")
+        || l.starts_with("require '")
+        || l.contains(".each do |")
+        || l.contains(" do |") && l.ends_with('|')
+        || l.starts_with("attr_accessor ")
+        || l.starts_with("def ") && !l.ends_with(':') && (l.ends_with(')') || !l.contains('('))
+    {
+        "Ruby"
+    } else if l.starts_with("fmt.Println(")
+        || l.starts_with("fmt.Printf(")
+        || l.split_once(" := ").is_some_and(|(lhs, _)| {
+            lhs.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ',' | ' '))
+        })
+        || l == "import ("
+    {
+        "Go"
+    } else if l.starts_with("println!(") || l.starts_with("let mut ") || l.starts_with("use std::")
+    {
+        "Rust"
+    } else if l.starts_with("System.out.println(") || l.starts_with("public class ") {
+        "Java"
+    } else if l.starts_with("Console.WriteLine(") {
+        "C#"
+    } else if l.starts_with("printf(") && semi
+        || l.starts_with("int main(")
+        || l.starts_with("std::cout")
+    {
+        "C"
+    } else if powershell(l) {
+        "PowerShell"
+    } else if sql(l) {
+        "SQL"
+    } else if first == "local" && l.contains(" = ") && !l.contains('$') {
+        "Lua"
+    } else {
+        return None;
+    };
+    Some(name)
+}
+
+fn powershell(l: &str) -> bool {
+    const CMDLETS: &[&str] = &[
+        "Write-Host",
+        "Write-Output",
+        "Get-ChildItem",
+        "Get-Content",
+        "Set-Content",
+        "Get-Process",
+        "Invoke-WebRequest",
+        "Invoke-RestMethod",
+        "Remove-Item",
+        "New-Item",
+        "Set-ExecutionPolicy",
+        "Start-Process",
+        "Import-Module",
+    ];
+    CMDLETS.iter().any(|c| l.contains(c))
+        || l.starts_with("$env:")
+        || l.starts_with("param(")
+        || l.contains("| ForEach-Object")
+        || l.contains("| Where-Object")
+}
+
+fn sql(l: &str) -> bool {
+    let upper = l.to_ascii_uppercase();
+    let statement = [
+        "SELECT ",
+        "INSERT INTO ",
+        "CREATE TABLE ",
+        "UPDATE ",
+        "DELETE FROM ",
+    ]
+    .iter()
+    .any(|k| upper.starts_with(k));
+    statement && (l.ends_with(';') || upper.contains(" FROM ") || upper.contains(" VALUES"))
+}
+
+/// The third language `text` is written in, if its shebang or its lines say so: the language with
+/// the most typical lines, decisive when its shebang or one of its decisive lines was seen.
+pub(super) fn detect(text: &str) -> Option<Foreign> {
+    if let Some(name) = shebang(text) {
+        return Some(Foreign {
+            name,
+            lines: 1,
+            decisive: true,
+        });
+    }
+    let mut seen: Vec<Foreign> = Vec::new();
+    // Lines inside a Python triple-quoted string are data (a script writing C or SQL), not code.
+    let mut in_string = false;
+    for l in text.lines().take(200).map(str::trim) {
+        let quotes = l.matches("\"\"\"").count() + l.matches("'''").count();
+        if in_string || quotes > 0 {
+            in_string ^= quotes % 2 == 1;
+            continue;
+        }
+        if l.is_empty() || l.starts_with("//") || l.starts_with("# ") {
+            continue;
+        }
+        let (name, decisive) = match (decisive(l), typical(l)) {
+            (Some(name), _) => (name, true),
+            (None, Some(name)) => (name, false),
+            (None, None) => continue,
+        };
+        match seen.iter_mut().find(|f| f.name == name) {
+            Some(f) => {
+                f.lines += 1;
+                f.decisive |= decisive;
+            }
+            None => seen.push(Foreign {
+                name,
+                lines: 1,
+                decisive,
+            }),
+        }
+    }
+    seen.into_iter().max_by_key(|f| (f.decisive, f.lines))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(text: &str) -> Option<&'static str> {
+        detect(text).map(|f| f.name)
+    }
+
+    #[test]
+    fn shebangs_of_other_interpreters() {
+        assert_eq!(name("#!/usr/bin/env node\nx\n"), Some("JavaScript"));
+        assert_eq!(name("#!/usr/bin/perl -w\nx\n"), Some("Perl"));
+        assert_eq!(name("#!/usr/bin/ruby2.7\n"), Some("Ruby"));
+        assert_eq!(name("#!/usr/bin/env python3\n"), None);
+        assert_eq!(name("#!/bin/bash\n"), None);
+    }
+
+    #[test]
+    fn decisive_lines() {
+        assert!(detect("<?php\necho 'x';\n").is_some_and(|f| f.decisive));
+        assert!(detect("#include <stdio.h>\n").is_some_and(|f| f.name == "C" && f.decisive));
+        assert!(detect("package main\n\nimport \"fmt\"\n").is_some_and(|f| f.name == "Go"));
+    }
+
+    #[test]
+    fn typical_lines_are_counted_per_language() {
+        let js =
+            "const fs = require('fs');\nconst data = fs.readFileSync('x');\nconsole.log(data);\n";
+        assert_eq!(
+            detect(js),
+            Some(Foreign {
+                name: "JavaScript",
+                lines: 3,
+                decisive: false
+            })
+        );
+        let ruby = "require 'json'\nputs 'hello'\n[1, 2].each do |x|\n  puts x\nend\n";
+        assert_eq!(name(ruby), Some("Ruby"));
+        let ps = "Write-Host \"hi\"\nGet-ChildItem C:\\ | ForEach-Object { $_.Name }\n";
+        assert_eq!(name(ps), Some("PowerShell"));
+    }
+
+    #[test]
+    fn ordinary_python_and_bash_show_no_third_language() {
+        let py = "import os\n\ndef main():\n    x = [1, 2]\n    print(x)\n\nif __name__ == '__main__':\n    main()\n";
+        assert_eq!(detect(py), None);
+        let sh = "#!/bin/bash\nset -e\nfor f in *.txt; do\n  echo \"$f\"\ndone\nlocal_var=1\n";
+        assert_eq!(detect(sh), None);
+    }
+}

@@ -1,0 +1,350 @@
+//! Sessions under a run-time policy over the fake runner: the `policy` field of a session and
+//! who may select which (403 `policy_not_allowed`, the token's default), `events` in command
+//! results, the live event stream and the paged event history, and the typed error of a sandbox
+//! that cannot enforce one. The fake session reports each command as a process and `DENY PATH`
+//! as a denied write (see `fake.rs`).
+
+use scriptgate::auth::TokenSpec;
+use scriptgate::config::Config;
+use scriptgate::policy::AgentPolicy;
+use serde_json::{Value, json};
+
+use crate::fake::FakeRunner;
+use crate::harness::Service;
+
+const AGENT: &str = "agent-token-session-policy-81d0aa";
+const CI: &str = "agent-token-session-policy-ci-5e21c3";
+
+fn secured(c: &mut Config) {
+    let token = |name: &str, token: &str| TokenSpec {
+        name: name.into(),
+        token: Some(token.into()),
+        sha256: None,
+    };
+    c.agent_tokens = vec![token("research-bot", AGENT), token("ci-bot", CI)];
+    c.policy.agents.insert(
+        "ci-bot".into(),
+        AgentPolicy {
+            default: Some("strict".into()),
+            selectable: vec!["audit".into()],
+        },
+    );
+}
+
+async fn call(
+    s: &Service,
+    method: reqwest::Method,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = s.client.request(method, format!("{}{path}", s.url));
+    if let Some(t) = bearer {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let response = req.send().await.expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn post(s: &Service, path: &str, body: Value) -> (u16, Value) {
+    call(s, reqwest::Method::POST, path, None, Some(body)).await
+}
+
+async fn get(s: &Service, path: &str) -> (u16, Value) {
+    call(s, reqwest::Method::GET, path, None, None).await
+}
+
+async fn create(s: &Service, body: Value) -> String {
+    let (status, out) = post(s, "/v1/sessions", body).await;
+    assert_eq!(status, 201, "{out}");
+    out["session_id"].as_str().expect("id").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_selects_only_its_policies_and_its_default_applies_unasked() {
+    let s = Service::fake(FakeRunner::new(), secured).await;
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        "/v1/sessions",
+        Some(AGENT),
+        Some(json!({"policy": "audit"})),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["type"], "policy_not_allowed", "{body}");
+    // Refused before a sandbox was asked for.
+    assert_eq!(
+        s.runner().calls.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    let (status, created) = call(
+        &s,
+        reqwest::Method::POST,
+        "/v1/sessions",
+        Some(CI),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["session_id"].as_str().expect("id");
+    let path = format!("/v1/sessions/{id}");
+    let (_, view) = call(&s, reqwest::Method::GET, &path, Some(CI), None).await;
+    assert_eq!(view["policy"], "strict", "{view}");
+    // Without a policy of its own or a default, a session is not enforced.
+    let (status, plain) = call(
+        &s,
+        reqwest::Method::POST,
+        "/v1/sessions",
+        Some(AGENT),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, 201, "{plain}");
+    let path = format!("/v1/sessions/{}", plain["session_id"].as_str().expect("id"));
+    let (_, view) = call(&s, reqwest::Method::GET, &path, Some(AGENT), None).await;
+    assert_eq!(view["policy"], Value::Null, "{view}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_policy_is_a_schema_error_naming_the_known_ones() {
+    let s = Service::fake(FakeRunner::new(), |_| {}).await;
+    let (status, body) = post(&s, "/v1/sessions", json!({"policy": "nope"})).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["type"], "schema_error", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("audit, default, strict")),
+        "{body}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn results_carry_events_and_the_history_pages_through_them() {
+    let s = Service::fake(FakeRunner::new(), |_| {}).await;
+    let id = create(&s, json!({"policy": "default"})).await;
+    let exec = format!("/v1/sessions/{id}/exec");
+    let (status, denied) = post(&s, &exec, json!({"command": "echo DENY /etc/x"})).await;
+    assert_eq!(status, 200, "{denied}");
+    let events = &denied["events"];
+    assert_eq!(
+        events["blocked_operations"][0]["target"], "/etc/x",
+        "{events}"
+    );
+    assert_eq!(events["blocked_operations"][0]["errno"], 13, "{events}");
+    assert_eq!(events["file_operations"][0]["decision"], "deny", "{events}");
+    assert_eq!(
+        events["processes"][0]["argv"],
+        json!(["echo", "DENY", "/etc/x"])
+    );
+    assert_eq!(events["omitted"]["processes"], 0, "{events}");
+    let (_, second) = post(&s, &exec, json!({"command": "ls"})).await;
+
+    let history = format!("/v1/sessions/{id}/events/history");
+    let (status, all) = get(&s, &history).await;
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(
+        (all["total"].clone(), all["commands"].clone()),
+        (json!(4), json!(2))
+    );
+    assert_eq!(all["next_offset"], Value::Null, "{all}");
+    let kinds: Vec<&str> = all["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["process", "file", "blocked", "process"], "{all}");
+    assert_eq!(all["events"][0]["command_id"], denied["command_id"]);
+    assert_eq!(all["events"][3]["command_id"], second["command_id"]);
+    assert_eq!(all["events"][2]["event"]["target"], "/etc/x", "{all}");
+    assert_eq!(all["omitted"]["blocked_operations"], 0, "{all}");
+
+    let (_, page) = get(&s, &format!("{history}?types=process&limit=1")).await;
+    assert_eq!(
+        (page["total"].clone(), page["next_offset"].clone()),
+        (json!(2), json!(1))
+    );
+    let (_, next) = get(&s, &format!("{history}?types=process&offset=1")).await;
+    assert_eq!(
+        next["events"][0]["command_id"], second["command_id"],
+        "{next}"
+    );
+    for bad in ["?types=disk", "?limit=0", "?limit=1001", "?page=2"] {
+        let (status, body) = get(&s, &format!("{history}{bad}")).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    let (status, body) = get(
+        &s,
+        &format!("/v1/sessions/{}/events/history", uuid::Uuid::new_v4()),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["type"].clone()),
+        (404, json!("session_not_found"))
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_without_a_policy_has_no_events() {
+    let s = Service::fake(FakeRunner::new(), |_| {}).await;
+    let id = create(&s, json!({})).await;
+    let (_, result) = post(
+        &s,
+        &format!("/v1/sessions/{id}/exec"),
+        json!({"command": "ls"}),
+    )
+    .await;
+    assert_eq!(result["events"], Value::Null, "{result}");
+    let (_, history) = get(&s, &format!("/v1/sessions/{id}/events/history")).await;
+    assert_eq!(
+        (history["total"].clone(), history["commands"].clone()),
+        (json!(0), json!(1))
+    );
+    // Nothing to stream: the stream ends at once.
+    let body = s
+        .client
+        .get(format!("{}/v1/sessions/{id}/events", s.url))
+        .send()
+        .await
+        .expect("stream")
+        .text()
+        .await
+        .expect("body");
+    assert_eq!(body, "");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_events_arrive_while_the_command_runs_and_the_stream_ends_with_the_session() {
+    let s = Service::fake(FakeRunner::new(), |_| {}).await;
+    let id = create(&s, json!({"policy": "default"})).await;
+    let (status, body) = get(&s, &format!("/v1/sessions/{id}/events?types=disk")).await;
+    assert_eq!(
+        (status, body["error"]["type"].clone()),
+        (400, json!("schema_error"))
+    );
+    let mut response = s
+        .client
+        .get(format!("{}/v1/sessions/{id}/events?types=blocked", s.url))
+        .send()
+        .await
+        .expect("subscribe");
+    assert_eq!(response.status().as_u16(), 200);
+    let running = {
+        let (client, url, id) = (s.client.clone(), s.url.clone(), id.clone());
+        tokio::spawn(async move {
+            client
+                .post(format!("{url}/v1/sessions/{id}/exec"))
+                .json(&json!({"command": "BLOCK DENY /etc/y"}))
+                .send()
+                .await
+                .expect("exec")
+                .json::<Value>()
+                .await
+                .expect("result")
+        })
+    };
+    let mut buf = String::new();
+    while !buf.contains("\n\n") {
+        let chunk = response.chunk().await.expect("chunk").expect("an event");
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    // Only the kinds asked for, while the command still waits.
+    assert!(buf.starts_with("event: blocked\n"), "{buf}");
+    assert!(buf.contains(r#""target":"/etc/y""#), "{buf}");
+    assert!(!running.is_finished());
+    s.runner().release.notify_one();
+    let result = running.await.expect("ends");
+    assert_eq!(
+        result["events"]["blocked_operations"][0]["target"],
+        "/etc/y"
+    );
+    let status = s
+        .client
+        .delete(format!("{}/v1/sessions/{id}", s.url))
+        .send()
+        .await
+        .expect("delete")
+        .status();
+    assert_eq!(status.as_u16(), 204);
+    // The session stopped: its stream ends.
+    while let Some(chunk) = response.chunk().await.expect("chunk") {
+        assert!(!String::from_utf8_lossy(&chunk).contains("event: process"));
+    }
+    s.stop().await;
+}
+
+/// Writes under /workspace/locked are denied; everything else is allowed.
+const LOCKED: &str = r#"
+version: 1
+name: locked
+file_rules:
+  - {name: locked, paths: [/workspace/locked/**], operations: [write, create], decision: deny, message: "{path} is locked"}
+  - {name: rest, paths: ["/**"], operations: ["*"], decision: allow}
+command_rules:
+  - {name: any, commands: ["*"], decision: allow}
+network_rules:
+  - {name: none, decision: deny}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_files_api_answers_403_policy_violation_before_the_sandbox() {
+    let dir = tempfile::tempdir().expect("policies dir").keep();
+    std::fs::write(dir.join("locked.yml"), LOCKED).expect("policy file");
+    let s = Service::fake(FakeRunner::new(), move |c| {
+        c.policy.policies_dir = Some(dir)
+    })
+    .await;
+    let id = create(&s, json!({"policy": "locked"})).await;
+    let url = format!("{}/v1/sessions/{id}/files/locked/a.txt", s.url);
+    let r = s.client.put(&url).body("x").send().await.expect("put");
+    assert_eq!(r.status().as_u16(), 403);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(
+        body,
+        json!({"error": {"type": "policy_violation", "rule": "locked", "message": "/workspace/locked/a.txt is locked"}})
+    );
+    // The fake sandbox never saw it.
+    let r = s.client.get(&url).send().await.expect("get");
+    assert_eq!(r.status().as_u16(), 404);
+    let r = s
+        .client
+        .put(format!("{}/v1/sessions/{id}/files/free.txt", s.url))
+        .body("x")
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(r.status().as_u16(), 200);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_that_cannot_enforce_refuses_a_session_with_a_policy() {
+    let s = Service::fake(FakeRunner::new().without_enforcement(), |_| {}).await;
+    let (status, body) = post(&s, "/v1/sessions", json!({"policy": "default"})).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["type"], "policy_unavailable", "{body}");
+    // Nothing was left running, and the record says why it never served.
+    let (_, list) = get(&s, "/v1/sessions").await;
+    let sessions = list["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 1, "{list}");
+    assert_eq!(sessions[0]["state"], "stopped", "{list}");
+    assert!(
+        sessions[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("not available")),
+        "{list}"
+    );
+    // The same sandbox still serves sessions without a policy.
+    create(&s, json!({})).await;
+    s.stop().await;
+}
