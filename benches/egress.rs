@@ -1,7 +1,9 @@
 //! The egress proxy's cost, measured in one run against one local upstream: request latency
 //! (p50, p99) on a keep-alive connection straight to the upstream and through the forwarder and
 //! the proxy (the path a sandbox's client takes), and the throughput of a 100 MB download both
-//! ways (forwarded and through a CONNECT tunnel).
+//! ways (forwarded and through a CONNECT tunnel), through the forwarder as the supervisor runs it
+//! (the kernel's default socket buffers) and, for comparison in the same run, with 1 MiB socket
+//! buffers (`SOCKET_BUFFER`, an experiment that gave no consistent gain).
 //!
 //! Run: `cargo bench --bench egress`. No Docker, loopback only. Goals (issue 15): p50 overhead
 //! ≤ 1 ms, throughput ≥ 0.8× direct. Figures are printed, never asserted: the machine is shared,
@@ -26,7 +28,7 @@ use hyper_util::rt::TokioIo;
 use scriptgate::sandbox::egress::{
     EgressProxy, EgressSettings, Grant, NetLimits, SandboxEgress, SandboxOptions,
 };
-use scriptgate_supervisor::forward::Forwarder;
+use scriptgate_supervisor::forward::{Forwarder, SOCKET_BUFFER};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
@@ -129,8 +131,16 @@ async fn tunnelled_download(entry: &Entry<'_>, authority: &str) -> f64 {
     }
 }
 
-/// The proxy with one sandbox, and the forwarder in front of its socket.
-async fn proxy(upstream_port: u16) -> (EgressProxy, SandboxEgress, SocketAddr, tempfile::TempDir) {
+/// The proxy with one sandbox, and two forwarders in front of its socket: as the supervisor runs
+/// it (the kernel's default buffers) and with socket buffers of `SOCKET_BUFFER`.
+async fn proxy(
+    upstream_port: u16,
+) -> (
+    EgressProxy,
+    SandboxEgress,
+    [SocketAddr; 2],
+    tempfile::TempDir,
+) {
     let dir = tempfile::tempdir().expect("dir");
     let settings = EgressSettings {
         allow_private_ranges: vec!["127.0.0.0/8".into()],
@@ -159,10 +169,15 @@ async fn proxy(upstream_port: u16) -> (EgressProxy, SandboxEgress, SocketAddr, t
         })
         .await
         .expect("open");
-    let forwarder = Forwarder::bind(0, egress.socket_path()).expect("forwarder");
-    let forward = forwarder.local_addrs().expect("addr")[0];
-    forwarder.spawn().expect("forwarder thread");
-    (proxy, egress, forward, dir)
+    let mut ports = Vec::new();
+    for buffer in [None, Some(SOCKET_BUFFER)] {
+        let forwarder = Forwarder::bind(0, egress.socket_path())
+            .expect("forwarder")
+            .with_socket_buffer(buffer);
+        ports.push(forwarder.local_addrs().expect("addr")[0]);
+        forwarder.spawn().expect("forwarder thread");
+    }
+    (proxy, egress, [ports[0], ports[1]], dir)
 }
 
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
@@ -179,7 +194,7 @@ async fn main() {
     }
     let up = upstream::start().await;
     let port = up.addr.port();
-    let (_proxy, egress, forward, _dir) = proxy(port).await;
+    let (_proxy, egress, [forward, tuned], _dir) = proxy(port).await;
     let authority = format!("bench.test:{port}");
     let absolute = format!("http://{authority}/hello");
 
@@ -191,19 +206,28 @@ async fn main() {
     // Rounds interleave the paths so that a busy moment of a shared machine hits them all.
     let bytes_target = format!("/bytes/{DOWNLOAD}");
     let absolute_bytes = format!("http://{authority}{bytes_target}");
-    let mut best = [0f64; 4];
+    let mut best = [0f64; 6];
     for _ in 0..DOWNLOAD_RUNS {
         let round = [
             forwarded_download(up.addr, &bytes_target, &authority).await,
             forwarded_download(forward, &absolute_bytes, &authority).await,
             tunnelled_download(&Entry::Forwarder(forward), &authority).await,
             tunnelled_download(&Entry::Socket(egress.socket_path()), &authority).await,
+            forwarded_download(tuned, &absolute_bytes, &authority).await,
+            tunnelled_download(&Entry::Forwarder(tuned), &authority).await,
         ];
         for (b, r) in best.iter_mut().zip(round) {
             *b = b.max(r);
         }
     }
-    let [direct_mbps, proxied_mbps, tunnel_mbps, socket_mbps] = best;
+    let [
+        direct_mbps,
+        proxied_mbps,
+        tunnel_mbps,
+        socket_mbps,
+        tuned_proxied,
+        tuned_tunnel,
+    ] = best;
     let summary = egress.close().await.network_summary;
 
     println!(
@@ -233,6 +257,14 @@ async fn main() {
     println!(
         "| 100 MB download, CONNECT tunnel | {direct_mbps:.0} MB/s | {tunnel_mbps:.0} MB/s | {:.2}× | ≥ 0.8× |",
         tunnel_mbps / direct_mbps
+    );
+    println!(
+        "| experiment: forwarded, forwarder with 1 MiB socket buffers | {direct_mbps:.0} MB/s | {tuned_proxied:.0} MB/s | {:.2}× | |",
+        tuned_proxied / direct_mbps
+    );
+    println!(
+        "| experiment: CONNECT, forwarder with 1 MiB socket buffers | {direct_mbps:.0} MB/s | {tuned_tunnel:.0} MB/s | {:.2}× | |",
+        tuned_tunnel / direct_mbps
     );
     println!(
         "| 100 MB download, CONNECT on the proxy's socket (no forwarder) | {direct_mbps:.0} MB/s | {socket_mbps:.0} MB/s | {:.2}× | |",

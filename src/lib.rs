@@ -41,6 +41,7 @@ use executions::{ApprovalMode, ApprovalPolicy, Deps, Executions};
 use http::catalog::Catalog;
 use rules::{RuleError, RuleSet};
 use sandbox::docker::{DockerConfig, DockerSandbox};
+use sandbox::egress::EgressProxy;
 use sandbox::{Runner, SandboxError};
 use store::{Store, StoreError};
 use validate::Validator;
@@ -60,6 +61,8 @@ pub enum StartError {
     Artifacts(#[from] artifacts::ArtifactError),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Egress(#[from] sandbox::egress::EgressError),
     /// The configured runner profiles do not resolve.
     #[error(transparent)]
     Profiles(#[from] crate::sandbox::profiles::ProfileConfigError),
@@ -95,6 +98,9 @@ pub struct App {
     runner: Arc<dyn Runner>,
     /// Ends open MCP streams, so a graceful shutdown does not wait for them.
     mcp_shutdown: tokio_util::sync::CancellationToken,
+    /// The egress proxy the service runs in-process (`egress.enabled`); stopped, its sockets
+    /// removed, after the last container.
+    egress: Option<EgressProxy>,
 }
 
 impl App {
@@ -148,6 +154,12 @@ impl App {
             memory_mb: config.sandbox.limits.memory_mb,
             job_maxima: config.sandbox.jobs.clone(),
             output_bytes: config.sandbox.limits.output_bytes,
+            network: executions::NetworkSettings {
+                limits: config.egress.default_limits(),
+                approval_timeout: std::time::Duration::from_secs(
+                    config.egress.approval_timeout_secs,
+                ),
+            },
         })
         .await?;
         let mcp = config.mcp.enabled.then(|| http::mcp::HttpSettings {
@@ -174,6 +186,7 @@ impl App {
             sessions,
             runner,
             mcp_shutdown,
+            egress: None,
         })
     }
 
@@ -184,8 +197,21 @@ impl App {
         let policies = policy::Policies::load(&config.policy)?;
         let validator = validator(config)?;
         policies.check(&config.agent_tokens, validator.rules())?;
-        let sandbox = DockerSandbox::start(config.sandbox.clone()).await?;
-        App::with_runner(config, validator, Arc::new(sandbox)).await
+        let egress = start_egress(config).await?;
+        let sandbox = DockerSandbox::start_with_egress(
+            config.sandbox.clone(),
+            egress.clone(),
+            config.egress.runtime_allows_host_sockets,
+        )
+        .await?;
+        if let Some(proxy) = &egress {
+            // The engine's own networks are denied like the built-in ranges (unless the
+            // deployment opens them in `egress.allow_private_ranges`).
+            proxy.set_engine_networks(&sandbox.engine_networks().await);
+        }
+        let mut app = App::with_runner(config, validator, Arc::new(sandbox)).await?;
+        app.egress = egress;
+        Ok(app)
     }
 
     /// Stops background executions, then removes every container.
@@ -194,6 +220,9 @@ impl App {
         self.executions.shutdown().await;
         self.sessions.shutdown().await;
         self.runner.shutdown().await;
+        if let Some(proxy) = &self.egress {
+            proxy.shutdown().await;
+        }
     }
 }
 
@@ -212,6 +241,18 @@ fn authenticator(config: &Config) -> Result<Authenticator, AuthConfigError> {
         );
     }
     Ok(auth)
+}
+
+/// The egress proxy of `scriptgate serve` (`None` when `egress.enabled` is off), its sockets
+/// under `egress.socket_dir` (default: `egress/` in the data directory).
+async fn start_egress(config: &Config) -> Result<Option<EgressProxy>, StartError> {
+    if !config.egress.enabled {
+        return Ok(None);
+    }
+    let dir = config.egress.socket_dir(&config.data_dir());
+    let proxy = EgressProxy::start(&config.egress, &dir).await?;
+    tracing::info!(socket_dir = %dir.display(), "egress proxy started");
+    Ok(Some(proxy))
 }
 
 /// Serves the API on `listener` until `shutdown` resolves, then lets in-flight requests finish and

@@ -4,6 +4,7 @@
 //! (the job protocol's result type comes from `scriptgate_supervisor::job`, plain data too).
 
 pub mod content;
+pub mod network;
 pub mod record;
 pub mod script;
 pub mod session;

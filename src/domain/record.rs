@@ -115,6 +115,9 @@ pub struct RunResult {
     /// Secrets were replaced by their redacted form in stdout or stderr.
     #[serde(default)]
     pub redacted: bool,
+    /// What the run did through the egress proxy (runs with network access only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::domain::network::NetworkResult>,
 }
 
 /// An artifact (or a glob) that was not returned.
@@ -283,6 +286,9 @@ pub enum ErrorKind {
     SchemaError,
     /// A session command ended by `POST …/commands/{command_id}/kill`.
     Killed,
+    /// The run asked for network access and the egress proxy could not give it (none is
+    /// configured, it stopped, or its socket did not answer): the script did not run.
+    NetworkUnavailable,
 }
 
 impl ErrorKind {

@@ -45,6 +45,9 @@ pub struct ScriptRun {
     /// The run-time policy the run is enforced under; `None`: not enforced (the sandbox alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// The network access the request asked for (checked against the policy at the edge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::domain::network::NetworkGrant>,
 }
 
 /// A file a script run writes into its workspace before the script starts.
@@ -68,6 +71,7 @@ impl ScriptRun {
             files: Vec::new(),
             artifacts: Vec::new(),
             policy: None,
+            network: None,
         }
     }
 
@@ -75,6 +79,12 @@ impl ScriptRun {
     pub fn with_workspace(mut self, files: Vec<WorkspaceFile>, artifacts: Vec<String>) -> Self {
         self.files = files;
         self.artifacts = artifacts;
+        self
+    }
+
+    /// The same run, with the network access its request asked for.
+    pub fn with_network(mut self, network: Option<crate::domain::network::NetworkGrant>) -> Self {
+        self.network = network;
         self
     }
 

@@ -16,7 +16,7 @@ use scriptgate_policy::events::{FileOperationType, NetworkEvent};
 /// The actor recorded for the service's own events.
 pub(super) const SERVICE: &str = "scriptgate";
 
-fn entry(
+pub(super) fn entry(
     rec: &ExecutionRecord,
     actor: &str,
     event: &'static str,

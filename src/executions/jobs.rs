@@ -94,6 +94,6 @@ fn protocol_type(kind: ErrorKind) -> ErrorType {
         ErrorKind::ResourceLimitExceeded => ErrorType::ResourceLimitExceeded,
         // A job is never killed by a session's kill; should one be, it failed while running.
         ErrorKind::ExecutionFailure | ErrorKind::Killed => ErrorType::ExecutionFailure,
-        ErrorKind::InternalError => ErrorType::InternalError,
+        ErrorKind::InternalError | ErrorKind::NetworkUnavailable => ErrorType::InternalError,
     }
 }

@@ -288,11 +288,16 @@ impl Executions {
         let timeout = std::time::Duration::from_secs(rec.run.timeout_secs());
         let mut ended = match cleared {
             Cleared::Script(spec) => {
-                let (outcome, events) = self.sandbox_call(rec, lease, spec).await;
-                let mut ended =
-                    Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started);
-                ended.set_events(events);
-                ended
+                let id = lease.execution_id();
+                match self.sandbox_call(rec, lease, spec).await {
+                    Ok((outcome, events)) => {
+                        let mut ended =
+                            Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started);
+                        ended.set_events(events);
+                        ended
+                    }
+                    Err(reason) => Ended::network_unavailable(id, reason, started),
+                }
             }
             // Runs with a workspace (and jobs) go through the job agent, which does not carry a
             // run-time policy yet: such a run with a policy is refused, never run without it.
@@ -316,6 +321,7 @@ impl Executions {
                 ended.apply(r);
                 let mut entries = vec![audit::run_finished(r)];
                 entries.extend(audit::policy_decisions(r));
+                entries.extend(super::network::network_decisions(r));
                 entries
             })
             .await?;

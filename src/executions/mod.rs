@@ -29,6 +29,7 @@ mod held;
 mod jobs;
 mod lifecycle;
 mod live;
+mod network;
 mod outcome;
 mod prerun;
 mod programs;
@@ -41,7 +42,8 @@ pub(crate) use approvals::ApprovalPolicy;
 pub(crate) use filerules::FileDenied;
 pub(crate) use held::HeldOperation;
 pub(crate) use jobs::job_result;
-pub(crate) use live::Watch;
+pub(crate) use live::{LiveEvent, Watch};
+pub(crate) use network::{NetworkChoiceError, NetworkSettings};
 pub(crate) use runpolicy::{PolicyChoiceError, RunPolicies};
 
 use std::collections::HashMap;
@@ -118,6 +120,8 @@ pub(crate) struct Deps {
     pub job_maxima: Maxima,
     /// Bytes of stdout and of stderr a run keeps (`sandbox.limits.output_bytes`).
     pub output_bytes: u64,
+    /// Limits and approval timeout of runs with network access (`egress`).
+    pub network: NetworkSettings,
 }
 
 #[derive(Debug)]
@@ -132,6 +136,7 @@ pub(crate) struct Executions {
     store: Store,
     policy: ApprovalPolicy,
     run_policies: RunPolicies,
+    network: NetworkSettings,
     /// Operations held by `approve` rules, waiting for an operator.
     held: held::Held,
     /// The events of runs under a policy, as they happen.
@@ -174,6 +179,7 @@ impl Executions {
             store: deps.store,
             policy: deps.policy,
             run_policies: deps.run_policies,
+            network: deps.network,
             held: held::Held::default(),
             live: live::Live::default(),
             artifacts: deps.artifacts,

@@ -8,6 +8,7 @@ use time::OffsetDateTime;
 
 use super::check::error_kind;
 use crate::artifacts::{Artifact, ArtifactStore};
+use crate::domain::network::NetworkResult;
 use crate::domain::record::{
     ArtifactIssue, ErrorKind, ExecutionError, ExecutionRecord, ResourceUsage, RunResult, Status,
 };
@@ -49,6 +50,19 @@ impl Ended {
         ended
     }
 
+    /// A run whose network access the egress proxy could not give: the script did not run.
+    pub(super) fn network_unavailable(
+        execution_id: uuid::Uuid,
+        reason: String,
+        started: Instant,
+    ) -> Ended {
+        let outcome = RunOutcome::not_run(execution_id, reason.clone());
+        let mut ended = Ended::classified(outcome, Duration::ZERO, 0, started);
+        ended.status = Status::Failed;
+        ended.error = Some(ExecutionError::new(ErrorKind::NetworkUnavailable, reason));
+        ended
+    }
+
     /// `o` classified, without its files.
     fn classified(o: RunOutcome, timeout: Duration, memory_mb: u64, started: Instant) -> Ended {
         let error = classify(&o, timeout, memory_mb);
@@ -78,6 +92,7 @@ impl Ended {
             job: None,
             events: None,
             redacted: false,
+            network: o.network.map(network_result),
         };
         Ended {
             status,
@@ -294,6 +309,19 @@ fn script_outcome(o: JobOutcome) -> RunOutcome {
         files: Vec::new(),
         files_dropped: 0,
         provenance: o.provenance,
+        network: None,
+    }
+}
+
+/// The proxy's report as the record keeps it.
+fn network_result(report: crate::sandbox::egress::NetworkReport) -> NetworkResult {
+    NetworkResult {
+        network_operations: report
+            .network_operations
+            .iter()
+            .filter_map(|e| serde_json::to_value(e).ok())
+            .collect(),
+        network_summary: report.network_summary,
     }
 }
 
@@ -366,6 +394,7 @@ mod tests {
             files: Vec::new(),
             files_dropped: 0,
             provenance: Provenance::default(),
+            network: None,
         }
     }
 

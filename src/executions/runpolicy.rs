@@ -11,7 +11,10 @@ use std::time::Duration;
 use scriptgate_policy::CompiledPolicy;
 use scriptgate_policy::events::Events;
 
+use tokio::sync::broadcast;
+
 use super::Executions;
+use super::live::{self, LiveEvent};
 use crate::auth::Caller;
 use crate::domain::record::ExecutionRecord;
 pub(crate) use crate::policy::PolicyChoiceError;
@@ -50,6 +53,11 @@ impl RunPolicies {
         Some(self.policies.get(name)?.policy.clone())
     }
 
+    /// The deployment's policies.
+    pub(super) fn policies(&self) -> &Policies {
+        &self.policies
+    }
+
     /// What a run under the policy `name` carries to its sandbox (`None`: no such policy, after a
     /// restart with other policies).
     fn enforcement(&self, name: &str) -> Option<Enforcement> {
@@ -75,29 +83,50 @@ impl Executions {
         self.run_policies.choose(caller, requested)
     }
 
-    /// The sandbox call: under the run's policy when it has one, with the events it yields.
-    /// Operations the policy holds are listed for operators while the run lasts.
+    /// The sandbox call: under the run's policy when it has one, with the events it yields, and
+    /// with network access when it opted in (`Err`: the proxy could not give it, the script did
+    /// not run). Operations the policy or the proxy hold are listed for operators while the run
+    /// lasts; both publish their events live.
     pub(super) async fn sandbox_call(
         &self,
         rec: &ExecutionRecord,
-        lease: Box<dyn Lease>,
+        mut lease: Box<dyn Lease>,
         spec: RunSpec,
-    ) -> (RunOutcome, Option<Events>) {
+    ) -> Result<(RunOutcome, Option<Events>), String> {
+        let network = self.network_opted_in(rec);
+        if rec.run.policy().is_none() && !network {
+            return Ok((lease.run(spec).await, None));
+        }
+        let (asks, _listed) = self.held.channel(rec.id, &rec.agent);
+        let (live, _publishing) = self.live.publish(rec.id);
+        let _network_events = if network {
+            let access = self.network_access(rec, asks.clone())?;
+            let events = lease
+                .open_network(access)
+                .await
+                .map_err(|e| e.to_string())?;
+            Some(live::bridge(events, live.clone(), LiveEvent::Egress))
+        } else {
+            None
+        };
         let Some(name) = rec.run.policy() else {
-            return (lease.run(spec).await, None);
+            return Ok((lease.run(spec).await, None));
         };
         let Some(mut enforcement) = self.run_policies.enforcement(name) else {
             let reason = format!("the run's policy `{name}` is no longer configured");
-            return (RunOutcome::not_run(lease.execution_id(), reason), None);
+            return Ok((RunOutcome::not_run(lease.execution_id(), reason), None));
         };
-        let (asks, _listed) = self.held.channel(rec.id, &rec.agent);
         enforcement.approvals = Some(asks);
-        let (live, _publishing) = self.live.publish(rec.id);
-        enforcement.live = Some(live);
+        let (policy_events, _) = broadcast::channel(LIVE_BUFFER);
+        let _policy_events = live::bridge(policy_events.subscribe(), live, LiveEvent::Policy);
+        enforcement.live = Some(policy_events);
         let enforced = lease.run_enforced(spec, enforcement).await;
-        (enforced.outcome, enforced.events)
+        Ok((enforced.outcome, enforced.events))
     }
 }
+
+/// Policy events buffered on their way to the live stream.
+const LIVE_BUFFER: usize = 1024;
 
 #[cfg(test)]
 mod tests {

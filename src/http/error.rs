@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::artifacts::ArtifactError;
 use crate::auth::AuthError;
-use crate::executions::{ExecError, FileDenied, PolicyChoiceError, Refused};
+use crate::executions::{ExecError, FileDenied, NetworkChoiceError, PolicyChoiceError, Refused};
 use crate::sandbox::SandboxError;
 use crate::sessions::{FileFailure, SessionError};
 
@@ -34,6 +34,9 @@ pub(crate) enum ApiError {
     /// The caller's token may not select the run-time policy it named.
     #[error("{0}")]
     PolicyNotAllowed(String),
+    /// The request's `network` is wider than the run's policy allows.
+    #[error("{0}")]
+    NetworkNotAllowed(String),
     /// A policy's rule refused the operation (`rule` names it; `None`: no rule allowed it).
     #[error("{message}")]
     PolicyViolation {
@@ -87,6 +90,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_)
             | ApiError::PolicyNotAllowed(_)
+            | ApiError::NetworkNotAllowed(_)
             | ApiError::PolicyViolation { .. } => StatusCode::FORBIDDEN,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -106,6 +110,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::PolicyNotAllowed(_) => "policy_not_allowed",
+            ApiError::NetworkNotAllowed(_) => "network_not_allowed",
             ApiError::PolicyViolation { .. } => "policy_violation",
             ApiError::Conflict(_) => "conflict",
             ApiError::Overloaded { .. } => "overloaded",
@@ -255,6 +260,15 @@ impl From<FileDenied> for ApiError {
         ApiError::PolicyViolation {
             rule: e.rule.clone(),
             message: e.to_string(),
+        }
+    }
+}
+
+impl From<NetworkChoiceError> for ApiError {
+    fn from(e: NetworkChoiceError) -> Self {
+        match e {
+            NetworkChoiceError::Invalid(_) => ApiError::Schema(e.to_string()),
+            NetworkChoiceError::NotAllowed(_) => ApiError::NetworkNotAllowed(e.to_string()),
         }
     }
 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::Stream;
-use scriptgate_policy::events::Event;
 use serde::Deserialize;
 use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
@@ -19,7 +18,7 @@ use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
 use super::params::{IdParam, Query};
 use crate::auth::Caller;
-use crate::executions::{Executions, Watch};
+use crate::executions::{Executions, LiveEvent, Watch};
 
 /// How often a stream waiting for its execution to start looks again.
 const START_POLL: Duration = Duration::from_millis(100);
@@ -60,7 +59,7 @@ pub(super) fn kinds(types: Option<&str>) -> Result<Vec<&'static str>, ApiError> 
 enum Phase {
     /// The execution is not running yet.
     Waiting,
-    Streaming(broadcast::Receiver<Event>),
+    Streaming(broadcast::Receiver<LiveEvent>),
 }
 
 struct Watcher {

@@ -75,6 +75,14 @@ pub(crate) struct ExecuteIn {
     #[serde(default)]
     #[schema(example = "strict")]
     pub policy: Option<String>,
+    /// Network access through the egress proxy (default: none, the sandbox sees only loopback).
+    /// Names the script may reach, within what the run's policy allows (the policy it is
+    /// enforced under, else the deployment's default policy): a name or port outside it is 403
+    /// `network_not_allowed`, a malformed one a `schema_error`. Proxy-aware clients (pip, curl,
+    /// git, requests, urllib) use it through `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`; every lookup
+    /// and connection is in the result's `network_operations` and `network_summary`.
+    #[serde(default)]
+    pub network: Option<crate::domain::network::NetworkGrant>,
 }
 
 impl ExecuteIn {
@@ -86,9 +94,21 @@ impl ExecuteIn {
         caller: &Caller,
     ) -> Result<Work, ApiError> {
         let requested = self.policy.clone();
+        let network = self.network.clone();
         let run = self.check(executions.settings(), profiles, executions.job_maxima())?;
         let policy = executions.choose_policy(caller, requested.as_deref())?;
-        let work = Work::Script(run.with_policy(policy));
+        if let Some(grant) = &network {
+            if run.has_workspace() {
+                // The job agent that runs a workspace has no network access yet.
+                return Err(ApiError::Schema(
+                    "network: a run with files or artifacts cannot have network access yet; \
+                     send the script without them"
+                        .into(),
+                ));
+            }
+            executions.check_network(policy.as_deref(), grant)?;
+        }
+        let work = Work::Script(run.with_policy(policy).with_network(network));
         refuse_unenforceable(executions, &work)?;
         Ok(work)
     }
@@ -244,11 +264,21 @@ pub(crate) struct ExecuteOut {
     /// Secrets of the known families were replaced by their redacted form in `stdout` or
     /// `stderr` (`execution.redact_output_secrets`).
     pub redacted: bool,
+    /// Every lookup and connection through the egress proxy, in order (null without network
+    /// access): `dns_query` `{domain, answers, decision}`, `net_connect` `{domain, remote, port,
+    /// bytes_sent, bytes_received, duration_ms, decision, rule}` (with `protocol`, `status`,
+    /// `cause`, `ended`, `limit` where they apply), `net_limit` `{limit, domain, port, reason}`;
+    /// each with `type`, `sandbox`, `seq` and `at`.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub network_operations: Option<Vec<serde_json::Value>>,
+    /// Totals of the run's network activity (null without network access).
+    pub network_summary: Option<crate::domain::network::NetworkSummary>,
 }
 
 impl From<&ExecutionRecord> for ExecuteOut {
     fn from(r: &ExecutionRecord) -> Self {
         let o = r.result.as_ref();
+        let network = o.and_then(|o| o.network.as_ref());
         ExecuteOut {
             execution_id: r.id,
             status: r.status,
@@ -279,6 +309,8 @@ impl From<&ExecutionRecord> for ExecuteOut {
             policy_checks: r.policy_checks.clone(),
             events: o.and_then(|o| o.events.clone()),
             redacted: o.is_some_and(|o| o.redacted),
+            network_operations: network.map(|n| n.network_operations.clone()),
+            network_summary: network.map(|n| n.network_summary.clone()),
         }
     }
 }
@@ -331,7 +363,7 @@ impl From<&ExecutionRecord> for SubmissionOut {
             body = SubmissionOut, example = json!(crate::http::openapi::example_submission())),
         (status = 400, description = "The body does not match the schema; the message names the field. Also a run under a run-time policy with `files` or `artifacts`: the job agent that runs those cannot enforce a policy yet, so it is refused rather than run without it.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "script_type: unknown variant `ruby`, expected `python` or `bash`"}})),
-        (status = 403, description = "The token may not select the `policy` the request names (`policy_not_allowed`), or the run's policy denies one of its `files` (create, write) or `artifacts` (read) by its `file_rules` (`policy_violation`).", body = ErrorBody,
+        (status = 403, description = "The token may not select the `policy` the request names (`policy_not_allowed`), the run's policy denies one of its `files` (create, write) or `artifacts` (read) by its `file_rules` (`policy_violation`), or `network` asks for more than the run's policy allows (`network_not_allowed`).", body = ErrorBody,
             example = json!({"error": {"type": "policy_not_allowed", "message": "policy `audit` is not one this token may select (it may select: default)"}})),
         crate::http::openapi::AdmissionResponses,
     ),

@@ -187,6 +187,8 @@ pub struct RunOutcome {
     /// Files left out (over `limits.max_images` or `limits.max_image_bytes`).
     pub files_dropped: u32,
     pub provenance: Provenance,
+    /// What the run did through the egress proxy (runs with network access only).
+    pub network: Option<egress::NetworkReport>,
 }
 
 /// What a run under a run-time policy yields ([`Lease::run_enforced`]): the run's outcome and
@@ -219,6 +221,7 @@ impl RunOutcome {
             files: Vec::new(),
             files_dropped: 0,
             provenance: Provenance::default(),
+            network: None,
         }
     }
 }
@@ -247,6 +250,10 @@ pub enum SandboxError {
     /// The engine answered with an error we do not expect.
     #[error("container engine error: {0}")]
     Engine(#[source] EngineFault),
+    /// A run asked for network access and the egress proxy cannot give it (none configured, it
+    /// stopped, its socket does not answer, or the runtime cannot reach it).
+    #[error("network access unavailable: {0}")]
+    NetworkUnavailable(String),
 }
 
 /// An engine error, kept whole (with its own sources) for logs.
@@ -307,6 +314,16 @@ pub struct SandboxStats {
     pub pool_ready: u64,
 }
 
+/// What a run with network access gets ([`Lease::open_network`]): the egress policy it is held
+/// to (the deployment's policy and the request's narrowing, together), its limits and who decides
+/// `approve` rules.
+#[derive(Debug, Clone)]
+pub struct NetworkAccess {
+    pub policy: std::sync::Arc<dyn egress::EgressPolicy>,
+    pub limits: egress::NetLimits,
+    pub approver: Option<std::sync::Arc<dyn egress::NetworkApprover>>,
+}
+
 /// A sandbox held for one run. Its execution id is known before the script runs (so the run can
 /// be recorded first); dropping a lease without running it discards the sandbox.
 pub trait Lease: std::fmt::Debug + Send {
@@ -315,6 +332,21 @@ pub trait Lease: std::fmt::Debug + Send {
     fn warm(&self) -> bool;
     /// Runs the script; always yields an outcome (a dying sandbox is part of the outcome).
     fn run(self: Box<Self>, spec: RunSpec) -> BoxFuture<'static, RunOutcome>;
+    /// Gives the coming run network access through the egress proxy, checked end to end (the
+    /// proxy answers on this sandbox's socket) before it returns; the outcome then carries
+    /// [`RunOutcome::network`]. The receiver streams each event as it happens. Sandboxes without
+    /// an egress proxy refuse, and so does one whose proxy is dead: the run must not start.
+    fn open_network(
+        &mut self,
+        access: NetworkAccess,
+    ) -> BoxFuture<'_, Result<broadcast::Receiver<egress::NetworkEvent>, SandboxError>> {
+        drop(access);
+        Box::pin(async {
+            Err(SandboxError::NetworkUnavailable(
+                "this sandbox has no egress proxy".into(),
+            ))
+        })
+    }
     /// Runs the script under a run-time policy. A sandbox that cannot enforce it never runs the
     /// script: the outcome says so in `crashed` (fail closed).
     fn run_enforced(

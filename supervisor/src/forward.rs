@@ -36,12 +36,31 @@ pub const SOCKET_NAME: &str = "proxy.sock";
 /// forward proxy never forwards).
 pub const HEALTH_PATH: &str = "/.well-known/scriptgate/egress/health";
 
+/// Announced in `Ready::features` by a supervisor whose forwarder is listening (its container
+/// has the egress directory mounted).
+pub const FEATURE_EGRESS: &str = "egress-forward";
+
 /// Connections spliced at once; more are answered `503` and closed.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+
+/// A send and receive buffer size to ask for on both sockets of a spliced connection
+/// ([`Forwarder::with_socket_buffer`]). Not the default: on loopback with 2 shared cores it gave
+/// no consistent gain over the kernel's defaults (`benches/egress.rs` prints both).
+pub const SOCKET_BUFFER: usize = 1 << 20;
 
 /// The socket's path inside the container.
 pub fn container_socket() -> PathBuf {
     Path::new(CONTAINER_SOCKET_DIR).join(SOCKET_NAME)
+}
+
+/// Starts the forwarder when the container has an egress directory mounted (the host mounts one
+/// into every container while its service runs an egress proxy); `Ok(false)` without one.
+pub fn start_if_mounted() -> io::Result<bool> {
+    if !Path::new(CONTAINER_SOCKET_DIR).is_dir() {
+        return Ok(false);
+    }
+    Forwarder::bind(PROXY_PORT, container_socket())?.spawn()?;
+    Ok(true)
 }
 
 /// Bound listeners and the socket they forward to.
@@ -50,6 +69,7 @@ pub struct Forwarder {
     listeners: Vec<TcpListener>,
     socket: PathBuf,
     max_connections: usize,
+    socket_buffer: Option<usize>,
 }
 
 impl Forwarder {
@@ -68,7 +88,14 @@ impl Forwarder {
             listeners,
             socket: socket.into(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            socket_buffer: None,
         })
+    }
+
+    /// The socket buffer size to ask for (`None`: the kernel's defaults).
+    pub fn with_socket_buffer(mut self, bytes: Option<usize>) -> Forwarder {
+        self.socket_buffer = bytes;
+        self
     }
 
     pub fn with_max_connections(mut self, max: usize) -> Forwarder {
@@ -81,11 +108,16 @@ impl Forwarder {
         self.listeners.iter().map(TcpListener::local_addr).collect()
     }
 
-    /// Serves on a thread of its own, named `egress-forward`.
+    /// Serves on a thread of its own, named `egress-forward`, with every signal blocked: a
+    /// process-directed signal (the supervisor's SIGCHLD, which it reads from a signalfd) must
+    /// never be taken, and dropped, by this thread.
     pub fn spawn(self) -> io::Result<thread::JoinHandle<io::Error>> {
         thread::Builder::new()
             .name("egress-forward".into())
-            .spawn(move || self.run())
+            .spawn(move || {
+                block_signals();
+                self.run()
+            })
     }
 
     /// Serves until `poll` itself fails (never in practice); returns that error.
@@ -138,7 +170,7 @@ impl Forwarder {
                 );
                 continue;
             }
-            match open(tcp, &self.socket) {
+            match open(tcp, &self.socket, self.socket_buffer) {
                 Ok(conn) => conns.push(conn),
                 Err((tcp, e)) => refuse(
                     tcp,
@@ -153,11 +185,22 @@ impl Forwarder {
 /// Connects to the proxy for one client. The socket belongs to this sandbox alone, so its
 /// backlog (over a thousand) cannot be filled by this forwarder's at most 64 connections: the
 /// blocking `connect` returns at once, with an error when the proxy is gone.
-fn open(tcp: TcpStream, socket: &Path) -> Result<Conn, (TcpStream, io::Error)> {
+fn open(
+    tcp: TcpStream,
+    socket: &Path,
+    buffer: Option<usize>,
+) -> Result<Conn, (TcpStream, io::Error)> {
     let uds = match UnixStream::connect(socket) {
         Ok(uds) => uds,
         Err(e) => return Err((tcp, e)),
     };
+    if let Some(bytes) = buffer {
+        // Best effort: the kernel caps it (net.core.*mem_max) and the splice works either way.
+        for fd in [tcp.as_raw_fd(), uds.as_raw_fd()] {
+            set_buffer(fd, libc::SO_SNDBUF, bytes);
+            set_buffer(fd, libc::SO_RCVBUF, bytes);
+        }
+    }
     let setup = tcp
         .set_nonblocking(true)
         .and_then(|()| uds.set_nonblocking(true))
@@ -192,6 +235,31 @@ fn refuse(mut tcp: TcpStream, status: &str, reason: &str) {
     let _ = tcp.write_all(answer.as_bytes());
     let _ = tcp.shutdown(Shutdown::Write);
     while matches!(tcp.read(&mut request), Ok(n) if n > 0) {}
+}
+
+/// Blocks every signal in the calling thread.
+fn block_signals() {
+    // SAFETY: sigset_t is plain data; sigfillset initialises it; pthread_sigmask only changes
+    // this thread's mask.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
+fn set_buffer(fd: i32, option: libc::c_int, bytes: usize) {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `fd` is an open socket and `value` a c_int that outlives the call.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            option,
+            (&raw const value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
 }
 
 fn pollfd(fd: i32, events: i16) -> libc::pollfd {

@@ -74,6 +74,12 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
     sys::make_undumpable()?;
     filter::install()?;
     let sigchld = sys::SignalFd::for_sigchld()?;
+    // Bound before the script exists, so nothing in the container can take the port first; a
+    // run without network access finds no socket behind it (every client gets a 502). Started
+    // after the filter and after SIGCHLD is blocked: its thread inherits both, so a child's exit
+    // always reaches the signalfd (a thread with SIGCHLD unblocked would swallow it).
+    let forwarding = scriptgate_supervisor::forward::start_if_mounted()
+        .map_err(|e| format!("the egress forwarder cannot start: {e}"))?;
     let sink: child::SinkRef = Arc::new(enforced::HostSink);
     let launch = child::Launch::new(language, split, &sink)?;
     launch.wait_preimport()?;
@@ -85,6 +91,9 @@ fn run(language: &str, script_uid: Option<&str>) -> Result<(), String> {
         features: {
             let mut features = enforced::features(split);
             features.push(FEATURE_SESSIONS.to_string());
+            if forwarding {
+                features.push(scriptgate_supervisor::forward::FEATURE_EGRESS.to_string());
+            }
             features
         },
     };

@@ -35,6 +35,8 @@ struct Stack {
     image: String,
     port: u16,
     override_file: PathBuf,
+    /// The host directory of the egress proxy's sockets (`SIDECAR_EGRESS_DIR`).
+    egress: tempfile::TempDir,
     _context: tempfile::TempDir,
     down: bool,
 }
@@ -86,6 +88,7 @@ impl Stack {
             image,
             port,
             override_file,
+            egress: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("egress dir"),
             _context: context,
             down: false,
         }
@@ -104,7 +107,8 @@ impl Stack {
             .args(args)
             .env("SIDECAR_PORT", self.port.to_string())
             .env("SIDECAR_INSTANCE", &self.instance)
-            .env("SIDECAR_ENV_FILE", "deploy/tokens.example.env");
+            .env("SIDECAR_ENV_FILE", "deploy/tokens.example.env")
+            .env("SIDECAR_EGRESS_DIR", self.egress.path());
         command
     }
 
@@ -280,8 +284,44 @@ async fn the_sidecar_runs_an_approved_script_and_down_leaves_nothing() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Each has its egress directory in the host directory the service writes to, mounted
+    // read-only where its forwarder looks (the engine resolved the bind source on the host).
+    // (A container that finished its run may be gone by the time it is inspected.)
+    let prefix = stack.egress.path().display().to_string();
+    let docker = harness::docker().await;
+    let mounted = |binds: &[String]| {
+        binds
+            .iter()
+            .any(|b| b.starts_with(&prefix) && b.ends_with(":/run/egress:ro"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut binds = Vec::new();
+    while !mounted(&binds) && Instant::now() < deadline {
+        for runner in harness::containers(&stack.instance).await {
+            if let Ok(inspected) = docker
+                .inspect_container(&runner, None::<InspectContainerOptions>)
+                .await
+            {
+                binds.extend(
+                    inspected
+                        .host_config
+                        .and_then(|h| h.binds)
+                        .unwrap_or_default(),
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(mounted(&binds), "{binds:?}");
 
     stack.down().await;
+    let left: Vec<_> = std::fs::read_dir(stack.egress.path())
+        .expect("egress dir")
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the service removed its socket directories: {left:?}"
+    );
     let docker = harness::docker().await;
     let containers = docker
         .list_containers(Some(ListContainersOptions {

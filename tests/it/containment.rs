@@ -613,6 +613,7 @@ fn bespoke_checks(host: &Host) -> Vec<(&'static str, Check)> {
     checks.push((
         "the_environment_reveals_nothing_of_the_host",
         Box::new(|r| {
+            // The proxy variables name the container's own loopback (the egress forwarder).
             let allowed: BTreeSet<&str> = [
                 "HOME",
                 "HOSTNAME",
@@ -623,6 +624,14 @@ fn bespoke_checks(host: &Host) -> Vec<(&'static str, Check)> {
                 "PYTHONUNBUFFERED",
                 "TMPDIR",
                 "USER",
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "ALL_PROXY",
+                "NO_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "all_proxy",
+                "no_proxy",
             ]
             .into();
             let env: BTreeSet<&str> = seen(r, "env")?.split(',').collect();

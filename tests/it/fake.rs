@@ -170,6 +170,7 @@ impl FakeRunner {
             files: Vec::new(),
             files_dropped: 0,
             provenance: Default::default(),
+            network: None,
         }
     }
 }

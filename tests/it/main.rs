@@ -13,6 +13,7 @@ mod containment;
 mod contract;
 mod corpus;
 mod egress_proxy;
+mod egress_service;
 mod engine_faults;
 mod fake;
 mod harness;

@@ -285,7 +285,7 @@ async fn a_balloon_kill_of_every_process_and_an_endless_command_end_that_command
     let balloon = exec(
         &s,
         &id,
-        json!({"script_content": "chunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))\n", "script_type": "python", "timeout": 60}),
+        json!({"script_content": "chunks = []\nfor _ in range(1 << 16):\n    chunks.append(bytearray(16 << 20))\n", "script_type": "python", "timeout": 60}),
     )
     .await;
     assert_eq!(

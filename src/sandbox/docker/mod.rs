@@ -13,6 +13,7 @@ mod enforced;
 mod engine;
 pub mod images;
 mod jobrun;
+mod network;
 mod pool;
 mod reaper;
 mod session;
@@ -32,9 +33,10 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::egress::{EgressDir, EgressProxy, NetworkEvent, SandboxEgress};
 use super::{
-    EnforcedOutcome, Enforcement, JobOutcome, JobRun, Lease, Limits, Readiness, RunOutcome,
-    RunSpec, Runner, SandboxError, SandboxStats,
+    EnforcedOutcome, Enforcement, JobOutcome, JobRun, Lease, Limits, NetworkAccess, Readiness,
+    RunOutcome, RunSpec, Runner, SandboxError, SandboxStats,
 };
 use crate::domain::script::Language;
 use crate::sandbox::profiles::{Profile, ProfileConfig, ProfileConfigError, Profiles};
@@ -44,6 +46,7 @@ use engine::client;
 pub use engine::connect;
 pub use pool::PoolConfig;
 use session::Prepared;
+use tokio::sync::broadcast;
 
 /// Settings of the Docker sandbox (`[sandbox]` in the config file).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -128,6 +131,8 @@ pub(crate) struct Inner {
     cleaner: Arc<Cleaner>,
     pool: pool::Pool,
     shutdown: CancellationToken,
+    /// The service's egress proxy (`None`: no run gets network access).
+    egress: Option<network::Egress>,
 }
 
 impl DockerSandbox {
@@ -135,6 +140,20 @@ impl DockerSandbox {
     /// warm pool and the periodic reaper. An engine that is down now is not an error: readiness
     /// reports it, runs answer `engine_unavailable`, and everything resumes once it is back.
     pub async fn start(config: DockerConfig) -> Result<Self, SandboxError> {
+        Self::start_with_egress(config, None, false).await
+    }
+
+    /// [`DockerSandbox::start`] with the service's egress proxy: every container gets its egress
+    /// directory mounted (see `network`), and runs may ask for network access. Under a runtime
+    /// other than runc, runs are refused network access unless `host_uds` says the runtime was
+    /// set up to reach host Unix sockets.
+    pub async fn start_with_egress(
+        config: DockerConfig,
+        egress: Option<EgressProxy>,
+        host_uds: bool,
+    ) -> Result<Self, SandboxError> {
+        let egress =
+            egress.map(|proxy| network::Egress::new(proxy, config.runtime.as_deref(), host_uds));
         let docker = client(config.host.as_deref())?;
         let negotiated = match docker.clone().negotiate_version().await {
             Ok(_) => true,
@@ -155,6 +174,7 @@ impl DockerSandbox {
             config,
             cleaner,
             shutdown: CancellationToken::new(),
+            egress,
         });
         reaper::reap_leftovers(&inner).await;
         reaper::spawn_periodic(&inner);
@@ -168,6 +188,11 @@ impl DockerSandbox {
 
     pub fn profiles(&self) -> &Profiles {
         &self.inner.profiles
+    }
+
+    /// The address ranges of the engine's networks (for the egress proxy to deny).
+    pub async fn engine_networks(&self) -> Vec<ipnet::IpNet> {
+        network::engine_networks(&self.inner.docker).await
     }
 
     /// Removes containers of other instances named `<prefix>…` whose creating process has died
@@ -214,7 +239,12 @@ impl Inner {
     ) -> Result<Prepared, SandboxError> {
         self.ensure_engine().await?;
         let started = Instant::now();
-        let body = spec::container(config, profile, language, execution_id);
+        let egress_dir = match &self.egress {
+            Some(egress) => egress.reserve().await?,
+            None => None,
+        };
+        let bind = egress_dir.as_ref().map(EgressDir::bind);
+        let body = spec::container(config, profile, language, execution_id, bind);
         let created = self
             .docker
             .create_container(Some(CreateContainerOptions::default()), body)
@@ -269,6 +299,7 @@ impl Inner {
                 .min(scriptgate_supervisor::MAX_ARTIFACT),
         });
         Ok(prepared
+            .with_egress(egress_dir)
             .with_origin(&profile.name, profile.image(language), digest, files)
             .with_timings(create, started.elapsed() - create))
     }
@@ -309,6 +340,8 @@ impl Inner {
             prepared,
             cleaner: self.cleaner.clone(),
             output_limit: self.config.limits.output_bytes,
+            egress: self.egress.clone(),
+            network: None,
         })
     }
 }
@@ -319,6 +352,18 @@ struct DockerLease {
     prepared: Prepared,
     cleaner: Arc<Cleaner>,
     output_limit: u64,
+    egress: Option<network::Egress>,
+    /// The run's network access, once opened.
+    network: Option<SandboxEgress>,
+}
+
+/// The run's network report in its outcome, once the run is over (the socket closes first, so
+/// nothing is counted after the outcome).
+async fn with_network(mut outcome: RunOutcome, network: Option<SandboxEgress>) -> RunOutcome {
+    if let Some(egress) = network {
+        outcome.network = Some(egress.close().await);
+    }
+    outcome
 }
 
 impl Lease for DockerLease {
@@ -335,12 +380,29 @@ impl Lease for DockerLease {
             prepared,
             cleaner,
             output_limit,
+            network,
+            ..
         } = *self;
         Box::pin(async move {
-            prepared
-                .execute(&spec, None, &cleaner, output_limit)
-                .await
-                .outcome
+            let ran = prepared.execute(&spec, None, &cleaner, output_limit).await;
+            with_network(ran.outcome, network).await
+        })
+    }
+
+    fn open_network(
+        &mut self,
+        access: NetworkAccess,
+    ) -> BoxFuture<'_, Result<broadcast::Receiver<NetworkEvent>, SandboxError>> {
+        Box::pin(async move {
+            let Some(egress) = &self.egress else {
+                return Err(SandboxError::NetworkUnavailable(
+                    "the service runs no egress proxy".into(),
+                ));
+            };
+            let opened = egress.open(&mut self.prepared, access).await?;
+            let events = opened.subscribe();
+            self.network = Some(opened);
+            Ok(events)
         })
     }
 
@@ -353,11 +415,15 @@ impl Lease for DockerLease {
             prepared,
             cleaner,
             output_limit,
+            network,
+            ..
         } = *self;
         Box::pin(async move {
-            prepared
+            let mut ran = prepared
                 .execute(&spec, Some(enforcement), &cleaner, output_limit)
-                .await
+                .await;
+            ran.outcome = with_network(ran.outcome, network).await;
+            ran
         })
     }
 

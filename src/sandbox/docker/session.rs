@@ -61,6 +61,9 @@ pub(crate) struct Prepared {
     files: Option<ArtifactRequest>,
     /// What the supervisor announced it can do beyond a script (`Ready::features`).
     pub(super) features: Vec<String>,
+    /// The sandbox's egress directory, mounted in the container (the service has a proxy); a
+    /// run with network access gets its socket there.
+    pub(super) egress_dir: Option<crate::sandbox::egress::EgressDir>,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -146,6 +149,7 @@ impl Prepared {
             provenance: Provenance::default(),
             files: None,
             features: Vec::new(),
+            egress_dir: None,
         };
         let mut diagnostics = CappedText::new(DIAGNOSTICS);
         let wait = async {
@@ -216,6 +220,11 @@ impl Prepared {
         self.provenance.image = image.to_string();
         self.provenance.image_digest = digest;
         self.files = files;
+        self
+    }
+
+    pub(super) fn with_egress(mut self, dir: Option<crate::sandbox::egress::EgressDir>) -> Self {
+        self.egress_dir = dir;
         self
     }
 
@@ -363,6 +372,7 @@ impl Prepared {
             files: Vec::new(),
             files_dropped: 0,
             provenance: self.provenance.clone(),
+            network: None,
         };
         let (events, summary) = match gathered {
             Some(g) => {

@@ -73,7 +73,7 @@ pub fn separate_identities(config: &DockerConfig) -> bool {
 pub const SUPERVISOR_CAPS: [&str; 4] = ["SETUID", "SETGID", "SETPCAP", "KILL"];
 
 /// The container's whole environment (the service's own is never forwarded).
-fn environment(profile: &Profile, enforcement_ready: bool) -> Vec<String> {
+fn environment(profile: &Profile, enforcement_ready: bool, egress: bool) -> Vec<String> {
     let mut env: Vec<String> = [
         "HOME=/tmp",
         "LANG=C.UTF-8",
@@ -98,14 +98,29 @@ fn environment(profile: &Profile, enforcement_ready: bool) -> Vec<String> {
     if enforcement_ready {
         env.push(format!("{ENFORCE_READY_ENV}=ready"));
     }
+    // Set in every container that has an egress directory, because a warm interpreter's
+    // environment is fixed before anyone knows whether its run asks for network access: a run
+    // that does not finds no socket behind the forwarder (a 502 to every proxy client).
+    if egress {
+        env.extend(
+            crate::sandbox::egress::proxy_env()
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}")),
+        );
+    }
     env
 }
 
+/// The container of one run. `egress` is the bind of the sandbox's egress directory (`None`:
+/// the service has no egress proxy): mounted read-only at
+/// [`CONTAINER_SOCKET_DIR`](crate::sandbox::egress::CONTAINER_SOCKET_DIR), while the network mode
+/// stays `none`.
 pub fn container(
     config: &DockerConfig,
     profile: &Profile,
     language: Language,
     execution_id: Uuid,
+    egress: Option<String>,
 ) -> ContainerCreateBody {
     let limits = &config.limits;
     let memory = i64::try_from(limits.memory_mb).unwrap_or(i64::MAX / MIB) * MIB;
@@ -137,7 +152,11 @@ pub fn container(
         image: Some(profile.image(language).to_string()),
         cmd: Some(cmd),
         // The service's own environment is never forwarded.
-        env: Some(environment(profile, config.enforcement_ready)),
+        env: Some(environment(
+            profile,
+            config.enforcement_ready,
+            egress.is_some(),
+        )),
         user: Some(if split {
             "0:0".into()
         } else {
@@ -155,6 +174,7 @@ pub fn container(
         network_disabled: Some(true),
         host_config: Some(HostConfig {
             network_mode: Some("none".into()),
+            binds: egress.map(|bind| vec![bind]),
             readonly_rootfs: Some(true),
             cap_drop: Some(vec!["ALL".into()]),
             cap_add: split.then(|| SUPERVISOR_CAPS.map(String::from).to_vec()),
@@ -217,7 +237,7 @@ mod tests {
         let profiles = config.resolved_profiles().expect("built-in profiles");
         let minimal = profiles.default_profile();
         (
-            container(&config, minimal, Language::Python, id),
+            container(&config, minimal, Language::Python, id, None),
             sandbox_uid(id),
         )
     }
@@ -229,8 +249,8 @@ mod tests {
         let minimal = profiles.default_profile();
         let data = profiles.get("data").expect("data profile");
         let id = Uuid::new_v4();
-        let a = container(&config, minimal, Language::Python, id);
-        let b = container(&config, data, Language::Python, id);
+        let a = container(&config, minimal, Language::Python, id, None);
+        let b = container(&config, data, Language::Python, id, None);
         assert_eq!(a.host_config, b.host_config);
         assert_eq!(a.user, b.user);
         assert_eq!(b.image.as_deref(), Some(super::super::images::DATA_IMAGE));
@@ -278,5 +298,46 @@ mod tests {
             Some(vec!["no-new-privileges".to_string()])
         );
         assert!((UID_BASE..UID_BASE + UID_SPAN).contains(&uid));
+    }
+
+    #[test]
+    fn an_egress_directory_is_mounted_read_only_and_the_network_stays_none() {
+        let config = DockerConfig::default();
+        let profiles = config.resolved_profiles().expect("built-in profiles");
+        let id = Uuid::new_v4();
+        let bind = "/srv/egress/0123456789abcdef:/run/egress:ro".to_string();
+        let body = container(
+            &config,
+            profiles.default_profile(),
+            Language::Python,
+            id,
+            Some(bind.clone()),
+        );
+        let host = body.host_config.expect("a host config");
+        assert_eq!(host.binds, Some(vec![bind]));
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(body.network_disabled, Some(true));
+        let env = body.env.expect("environment");
+        for key in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "NO_PROXY",
+            "http_proxy",
+        ] {
+            assert!(
+                env.iter().any(|e| e.starts_with(&format!("{key}="))),
+                "{key}: {env:?}"
+            );
+        }
+        let plain = container(
+            &config,
+            profiles.default_profile(),
+            Language::Python,
+            id,
+            None,
+        );
+        assert_eq!(plain.host_config.expect("host config").binds, None);
+        assert!(!plain.env.expect("env").iter().any(|e| e.contains("PROXY")));
     }
 }

@@ -19,6 +19,13 @@ const MB: u64 = 1 << 20;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EgressSettings {
+    /// Run the egress proxy in `scriptgate serve`. Off: no run gets network access (requests
+    /// that ask for it fail with `network_unavailable`) and containers get no egress directory.
+    pub enabled: bool,
+    /// The sandbox runtime (`sandbox.runtime`, when not runc) was set up to let containers
+    /// connect to host Unix sockets (gVisor: `runsc --host-uds=open`). Without it, runs under
+    /// such a runtime are refused network access.
+    pub runtime_allows_host_sockets: bool,
     /// Directory of the per-sandbox sockets (default: `egress/` in the data directory). Its path
     /// plus 30 characters must fit a Unix socket address (107 bytes).
     pub socket_dir: Option<PathBuf>,
@@ -81,6 +88,8 @@ impl From<&EgressLimits> for NetLimits {
 impl Default for EgressSettings {
     fn default() -> Self {
         EgressSettings {
+            enabled: true,
+            runtime_allows_host_sockets: false,
             socket_dir: None,
             allow_private_ranges: Vec::new(),
             denied_ranges: Vec::new(),

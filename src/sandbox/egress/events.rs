@@ -201,21 +201,7 @@ impl NetworkEvent {
     }
 }
 
-/// Totals over a command or a session.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct NetworkSummary {
-    /// Upstream connections made.
-    pub connections: u64,
-    pub dns_queries: u64,
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
-    /// Connections refused (`decision: deny`).
-    pub blocked: u64,
-    /// Distinct `host:port` pairs connected to.
-    pub unique_destinations: u64,
-    /// Events left out of `network_operations` (past `egress.max_events`); still counted above.
-    pub events_dropped: u64,
-}
+pub use crate::domain::network::NetworkSummary;
 
 /// The events and summary of a command or a session.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -75,7 +75,7 @@ pub use rules::{
 pub use scriptgate_supervisor::forward::{
     CONTAINER_SOCKET_DIR, HEALTH_PATH, PROXY_PORT, SOCKET_NAME,
 };
-pub use server::{EgressProxy, SandboxEgress};
+pub use server::{EgressDir, EgressProxy, SandboxEgress};
 
 /// The environment a container needs to use the proxy through the in-container forwarder:
 /// `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` (`socks5h`, so names are resolved by the proxy) and

@@ -115,8 +115,43 @@ impl EgressProxy {
         !self.shared.stopped.is_cancelled()
     }
 
-    /// Opens a sandbox's socket and starts serving it.
+    /// Opens a sandbox's socket (in a directory of its own) and starts serving it.
     pub async fn open(&self, options: SandboxOptions) -> Result<SandboxEgress, EgressError> {
+        let dir = self.reserve().await?;
+        self.open_in(dir, options).await
+    }
+
+    /// A sandbox directory with no socket in it yet: a container can be created with it mounted
+    /// (a warm container, before anyone knows whether its run will ask for network access), and
+    /// [`EgressProxy::open_in`] puts the socket there once a run does. Dropping it removes it.
+    pub async fn reserve(&self) -> Result<EgressDir, EgressError> {
+        if self.shared.stopped.is_cancelled() {
+            return Err(EgressError::Stopped);
+        }
+        let dir = self.shared.dir.join(sandbox_dir_name());
+        let socket = dir.join(SOCKET_NAME);
+        if socket.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(EgressError::SocketPathTooLong {
+                path: socket,
+                max: MAX_SOCKET_PATH,
+            });
+        }
+        tokio::fs::create_dir(&dir)
+            .await
+            .map_err(io_error("create", &dir))?;
+        // The sandbox's uid differs from the service's: it must traverse the directory and connect.
+        tokio::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+            .await
+            .map_err(io_error("set permissions of", &dir))?;
+        Ok(EgressDir { path: dir })
+    }
+
+    /// Opens a sandbox's socket in `dir` (from [`EgressProxy::reserve`]) and starts serving it.
+    pub async fn open_in(
+        &self,
+        dir: EgressDir,
+        options: SandboxOptions,
+    ) -> Result<SandboxEgress, EgressError> {
         let shared = &self.shared;
         if shared.stopped.is_cancelled() {
             return Err(EgressError::Stopped);
@@ -125,15 +160,8 @@ impl EgressProxy {
         if shared.registry().contains_key(&id) {
             return Err(EgressError::AlreadyOpen(options.id));
         }
-        let dir = shared.dir.join(sandbox_dir_name());
-        let socket = dir.join(SOCKET_NAME);
-        if socket.as_os_str().len() > MAX_SOCKET_PATH {
-            return Err(EgressError::SocketPathTooLong {
-                path: socket,
-                max: MAX_SOCKET_PATH,
-            });
-        }
-        let listener = bind(&dir, &socket).await?;
+        let socket = dir.path.join(SOCKET_NAME);
+        let listener = bind(&socket).await?;
         let cancel = shared.stopped.child_token();
         let ctx = Arc::new(SandboxCtx::new(
             id.clone(),
@@ -146,7 +174,7 @@ impl EgressProxy {
         shared.registry().insert(
             id.clone(),
             Registered {
-                dir: dir.clone(),
+                dir: dir.path.clone(),
                 cancel: cancel.clone(),
                 tasks: ctx.tasks.clone(),
             },
@@ -209,19 +237,36 @@ async fn prepare_dir(dir: &Path) -> Result<(), EgressError> {
     Ok(())
 }
 
-async fn bind(dir: &Path, socket: &Path) -> Result<UnixListener, EgressError> {
-    tokio::fs::create_dir(dir)
-        .await
-        .map_err(io_error("create", dir))?;
-    // The sandbox's uid differs from the service's: it must traverse the directory and connect.
-    tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
-        .await
-        .map_err(io_error("set permissions of", dir))?;
+async fn bind(socket: &Path) -> Result<UnixListener, EgressError> {
     let listener = UnixListener::bind(socket).map_err(io_error("listen on", socket))?;
     tokio::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))
         .await
         .map_err(io_error("set permissions of", socket))?;
     Ok(listener)
+}
+
+/// A sandbox's directory under the socket directory; removed (with whatever is in it) when
+/// dropped.
+#[derive(Debug)]
+pub struct EgressDir {
+    path: PathBuf,
+}
+
+impl EgressDir {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The bind in the engine's `source:target:ro` form.
+    pub fn bind(&self) -> String {
+        format!("{}:{CONTAINER_SOCKET_DIR}:ro", self.path.display())
+    }
+}
+
+impl Drop for EgressDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }
 
 async fn accept_loop(listener: UnixListener, ctx: Arc<SandboxCtx>) {
@@ -328,7 +373,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
 #[derive(Debug)]
 pub struct SandboxEgress {
     id: Arc<str>,
-    dir: PathBuf,
+    dir: EgressDir,
     socket: PathBuf,
     ctx: Arc<SandboxCtx>,
     closed: bool,
@@ -347,12 +392,12 @@ impl SandboxEgress {
     /// The directory to bind-mount read-only at [`CONTAINER_SOCKET_DIR`]; it holds only this
     /// sandbox's socket.
     pub fn mount_source(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// The bind in the engine's `source:target:ro` form.
     pub fn bind(&self) -> String {
-        format!("{}:{CONTAINER_SOCKET_DIR}:ro", self.dir.display())
+        self.dir.bind()
     }
 
     /// Every event as it happens (for SSE). A subscriber that falls more than 1,024 events
@@ -406,7 +451,9 @@ impl SandboxEgress {
         self.stop();
         self.ctx.tasks.close();
         let _ = tokio::time::timeout(DRAIN, self.ctx.tasks.wait()).await;
-        let _ = tokio::fs::remove_dir_all(&self.dir).await;
+        // The socket goes at once; the directory with the rest of the value (a container may
+        // still have it mounted).
+        let _ = tokio::fs::remove_file(&self.socket).await;
         self.ctx.recorder.session_report()
     }
 
@@ -424,7 +471,7 @@ impl Drop for SandboxEgress {
     fn drop(&mut self) {
         if !self.closed {
             self.stop();
-            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_file(&self.socket);
         }
     }
 }

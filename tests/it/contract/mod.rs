@@ -6,6 +6,7 @@ mod approvals;
 mod http_shape;
 mod jobs;
 mod mcp;
+mod network;
 mod openapi;
 mod policy;
 mod policy_prerun;
