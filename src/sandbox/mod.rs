@@ -7,6 +7,9 @@
 //! run can carry a run-time policy ([`Lease::run_enforced`], [`Enforcement`]): the supervisor
 //! decides every exec, file operation and connect of the script, the outcome carries the events,
 //! and operations the policy holds for approval reach the caller as [`ApprovalAsk`]s.
+//!
+//! Past 500 lines: the `Runner`/`Lease` seam and the values that cross it are read together by
+//! every caller; the engine code lives in `docker/`.
 
 #![warn(unreachable_pub)]
 

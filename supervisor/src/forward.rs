@@ -10,6 +10,9 @@
 //! limit, which the script needs), at most [`DEFAULT_MAX_CONNECTIONS`] at once. When the proxy is
 //! gone (socket missing or refusing), a client gets a `502` text at once and the connection
 //! closes: a run never hangs on a dead proxy.
+//!
+//! One file (past 500 lines with its tests): the listener, the splice loop and the 502 answer are
+//! one `poll(2)` state machine.
 
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};

@@ -2,6 +2,9 @@
 //! are read by the protocol's own parser and results written by its own types
 //! (`scriptgate_supervisor::job`); these types only describe them, and the tests below hold
 //! them to the protocol's field names, and to its parser on the examples.
+//!
+//! Just past 500 lines: one schema per step type, kept beside each other so they stay in step with
+//! the protocol.
 
 // Described, never built outside the tests: the protocol's own types are what is read and written.
 #![cfg_attr(not(test), allow(dead_code))]

@@ -8,6 +8,9 @@
 //! A session with a run-time policy opens only on a supervisor that announces enforcement; each
 //! command's `Events` and `ApprovalRequest` frames are gathered as for a one-shot run
 //! (`enforced::Gathered`), and the decisions on held operations go back as host messages.
+//!
+//! One file (past 500 lines): the task that owns the session's stream routes every frame kind, and
+//! splitting the routing would split one `match`.
 
 use std::collections::HashMap;
 use std::sync::Arc;

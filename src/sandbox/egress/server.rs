@@ -1,6 +1,9 @@
 //! The proxy's listeners: one Unix socket per sandbox in a directory the service owns, the accept
 //! loop that tells SOCKS5 from HTTP by the first byte, the health check a sandbox must pass
 //! before it starts, and shutdown that removes every socket.
+//!
+//! One file (past 500 lines with its tests): the sockets, the accept loop and shutdown share the
+//! table of live sandboxes.
 
 use std::collections::HashMap;
 use std::io;
