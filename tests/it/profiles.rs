@@ -267,7 +267,7 @@ print(json.dumps({
     "uid": os.getuid(), "capeff": status["CapEff"], "nonewprivs": status["NoNewPrivs"],
     "seccomp": status["Seccomp"],
     "connect": attempt(lambda: socket.create_connection(("1.1.1.1", 53), timeout=2)),
-    "write_root": attempt(lambda: open("/usr/lib/x", "w")),
+    "write_root": attempt(lambda: open("/opt/x", "w")),
     "write_tmp": attempt(lambda: open("/tmp/x", "w").write("1")),
 }))
 "#,

@@ -63,6 +63,7 @@ pub struct Forms {
     for_in_clause: u16,
     /// `global_statement`, `nonlocal_statement`.
     declarations: [u16; 2],
+    as_pattern: u16,
 }
 
 impl Forms {
@@ -91,6 +92,7 @@ impl Forms {
             await_: k("await"),
             for_in_clause: k("for_in_clause"),
             declarations: [k("global_statement"), k("nonlocal_statement")],
+            as_pattern: k("as_pattern"),
             sequences: [
                 k("tuple"),
                 k("list"),
@@ -122,6 +124,7 @@ impl Forms {
             self.for_in_clause,
             self.declarations[0],
             self.declarations[1],
+            self.as_pattern,
         ]
     }
 
@@ -156,7 +159,9 @@ impl Forms {
         } else if kind == self.interpolation {
             self.f_string_field(node, parent, scratch, src)
         } else if kind == self.string {
-            line_break_in_string(node, src)
+            symbols::string_prefix(node, src).or_else(|| line_break_in_string(node, src))
+        } else if kind == self.as_pattern {
+            symbols::as_target(node)
         } else if kind == self.type_alias_statement {
             self.newer("type aliases (`type X = …`, PEP 695)", PY312)
         } else if (kind == self.function_definition || kind == self.class_definition)

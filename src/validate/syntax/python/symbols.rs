@@ -143,6 +143,60 @@ pub(super) fn augmented_target(node: Node<'_>) -> Option<Problem> {
     ))
 }
 
+/// `with open(a) as f.g():` (the target of `as` is a call or a literal) and `as` inside a call's
+/// arguments (`with (a as f)(b as g):`): only a name, attribute, subscript, tuple or list can be
+/// bound, and `as` belongs to a `with` item, an `except` clause or a pattern, never to a call.
+pub(super) fn as_target(node: Node<'_>) -> Option<Problem> {
+    if let Some(target) = node
+        .child_by_field_name("alias")
+        .and_then(|a| a.named_child(0).or(Some(a)))
+    {
+        let what = match target.kind() {
+            "call" => Some("function call"),
+            "string" | "integer" | "float" | "true" | "false" | "none" | "concatenated_string" => {
+                Some("literal")
+            }
+            "binary_operator" | "unary_operator" | "comparison_operator" | "boolean_operator" => {
+                Some("expression")
+            }
+            _ => None,
+        };
+        if let Some(what) = what {
+            return invalid(format!("cannot assign to {what}"));
+        }
+    }
+    let mut at = node.parent();
+    while let Some(n) = at {
+        match n.kind() {
+            "argument_list" | "call" => return invalid("invalid syntax".into()),
+            "with_item" | "with_clause" | "except_clause" | "case_clause" | "block" | "module" => {
+                return None;
+            }
+            _ => at = n.parent(),
+        }
+    }
+    None
+}
+
+/// A string prefix Python 3.11 does not know (`T"…"`, `x'…'`): only `r`, `u`, `b`, `f` and the
+/// pairs `br`, `rb`, `fr`, `rf`, in either case.
+pub(super) fn string_prefix(string: Node<'_>, src: &str) -> Option<Problem> {
+    let start = string.child(0)?;
+    let prefix = text(start, src)
+        .trim_end_matches(['"', '\''])
+        .to_ascii_lowercase();
+    let known = matches!(
+        prefix.as_str(),
+        "" | "r" | "u" | "b" | "f" | "br" | "rb" | "fr" | "rf"
+    );
+    (!known).then(|| {
+        (
+            "invalid-syntax",
+            "invalid syntax: unknown string prefix".into(),
+        )
+    })
+}
+
 /// `x = *a` (a starred expression alone on the right) and `__debug__ = 1`.
 pub(super) fn assignment(node: Node<'_>, src: &str) -> Option<Problem> {
     if node
@@ -374,6 +428,9 @@ mod tests {
             "a, b += 1\n",
             "x = *a\n",
             "__debug__ = 1\n",
+            "with Timer() as t. working_directory(\"/tmp\"):\n    pass\n",
+            "with (open(a) as f,\n      )(bopen as g):\n    pass\n",
+            "print(T\"x\")\n",
         ] {
             assert!(!problems(bad).is_empty(), "{bad:?} passed");
         }
@@ -415,6 +472,12 @@ mod tests {
             "def h():\n    x = 1\n    def k():\n        nonlocal x\n        x += 1\n    k()\n",
             "def h():\n    x = 1\n    class C:\n        def m(self):\n            nonlocal x\n            return x\n",
             "def h():\n    [x for x in y]\n    global x\n",
+            "with open(a) as f, open(b) as g:\n    pass\n",
+            "with (open(a) as f, open(b) as g):\n    pass\n",
+            "with ctx() as (a, b), ctx() as self.x, ctx() as d[0]:\n    pass\n",
+            "try:\n    pass\nexcept ValueError as e:\n    pass\n",
+            "match p:\n    case Point(x=0) as q:\n        pass\n    case [1, *rest] as r:\n        pass\n",
+            "s = rb'a' + Rb'b' + BR'c' + f'd' + Fr'e' + u'f' + r'g' + b'h'\n",
         ] {
             assert_eq!(problems(good), Vec::<String>::new(), "{good:?}");
         }
