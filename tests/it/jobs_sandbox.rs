@@ -361,8 +361,17 @@ async fn warm_containers_of_either_language_take_a_job() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for language in [Language::Bash, Language::Python] {
-        let lease = sandbox.acquire(language, None).await.expect("a lease");
-        assert!(lease.warm());
+        // A waiting container the engine lost in the meantime is discarded at acquire and the
+        // lease is cold; the pool replaces it, so wait for a warm one (bounded).
+        let lease = loop {
+            let lease = sandbox.acquire(language, None).await.expect("a lease");
+            if lease.warm() {
+                break lease;
+            }
+            drop(lease);
+            assert!(Instant::now() < deadline, "no warm {language:?} container");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
         let outcome = lease.run_job(checked(five_steps())).await;
         assert_eq!(
             outcome.result.status,
