@@ -166,6 +166,9 @@ pub struct PySem<'a> {
     pub src: &'a str,
     /// Fold `shlex.quote(x)` to a quoted placeholder (see [`PySem::fold_shell`]).
     pub(super) quoting: bool,
+    /// While enumerating a loop's values (see [`PySem::possible_values`]): the loop variable and
+    /// the constant item it stands for, and names bound once fold through their value.
+    pub(super) bound: Option<(Node<'a>, Node<'a>)>,
 }
 
 impl<'a> PySem<'a> {
@@ -175,6 +178,7 @@ impl<'a> PySem<'a> {
             facts,
             src,
             quoting: false,
+            bound: None,
         }
     }
 }

@@ -138,12 +138,7 @@ impl<'t> PyFacts<'t> {
         }
         let name = ident(left, src);
         self.record(name.clone(), Binding::Value(right));
-        let sem = PySem {
-            k,
-            facts: self,
-            src,
-            quoting: false,
-        };
+        let sem = PySem::new(k, self, src);
         let folded = sem.fold(right);
         let names = if folded.is_none() && is_name_expr(k, right) {
             sem.names(right)
@@ -180,12 +175,7 @@ impl<'t> PyFacts<'t> {
         let plus = node
             .child_by_field_id(k.f_operator)
             .is_some_and(|op| text_of(op, src) == "+=");
-        let sem = PySem {
-            k,
-            facts: self,
-            src,
-            quoting: false,
-        };
+        let sem = PySem::new(k, self, src);
         let appended = node
             .child_by_field_id(k.f_right)
             .filter(|_| plus)

@@ -74,7 +74,20 @@ impl<'a> PySem<'a> {
         } else if kind == k.parenthesized_expression {
             self.fold_at(node.named_child(0)?, d)
         } else if kind == k.identifier {
-            self.facts.consts.get(&ident(node, self.src))?.clone()
+            let name = ident(node, self.src);
+            let constant = self.facts.consts.get(&name);
+            if let Some(Some(value)) = constant {
+                return Some(value.clone());
+            }
+            let (var, item) = self.bound?;
+            if ident(var, self.src) == name {
+                return self.fold_at(item, d);
+            }
+            // enumerating a loop: `p = Path(d)` folds through its value for each `d`
+            match self.binding(&name)? {
+                Binding::Value(value) => self.fold_at(value, d),
+                _ => None,
+            }
         } else if kind == k.binary_operator {
             self.fold_binary(node, d)
         } else if kind == k.call {
@@ -412,7 +425,7 @@ impl<'a> PySem<'a> {
                 .collect();
         }
         if node.kind_id() != self.k.subscript {
-            return None;
+            return self.loop_values(node);
         }
         let container = node.child_by_field_id(self.k.f_value)?;
         if container.kind_id() == self.k.identifier {
@@ -423,6 +436,67 @@ impl<'a> PySem<'a> {
                 .clone();
         }
         self.container_values(container)
+    }
+
+    /// The values of an expression built from one loop variable over constant items
+    /// (`for d in DIRS: shutil.rmtree(Path(d))`, `for rc in RC_FILES: p = Path.home() / rc`): the
+    /// expression folded once per item; `None` unless it folds for every item.
+    fn loop_values(&self, node: Node<'a>) -> Option<Vec<String>> {
+        if self.bound.is_some() {
+            return None;
+        }
+        let (var, items) = self.loop_variable(node, 0)?;
+        items
+            .into_iter()
+            .map(|item| {
+                PySem {
+                    bound: Some((var, item)),
+                    ..*self
+                }
+                .fold(node)
+            })
+            .collect()
+    }
+
+    /// The first name in an expression (or in the values of the names it uses) that a `for`
+    /// loop binds to each item of a constant list, tuple or set, with those items.
+    fn loop_variable(&self, node: Node<'a>, depth: u8) -> Option<(Node<'a>, Vec<Node<'a>>)> {
+        const MAX_ITEMS: usize = 64;
+        if depth > 4 {
+            return None;
+        }
+        if node.kind_id() == self.k.identifier {
+            return match self.binding(&ident(node, self.src))? {
+                Binding::Item(iterable, None) => {
+                    let items = self.literal_items(iterable, 0)?;
+                    (items.len() <= MAX_ITEMS).then_some((node, items))
+                }
+                Binding::Value(value) => self.loop_variable(value, depth + 1),
+                _ => None,
+            };
+        }
+        let mut cursor = node.walk();
+        let children: Vec<Node<'a>> = node.named_children(&mut cursor).collect();
+        children
+            .into_iter()
+            .find_map(|c| self.loop_variable(c, depth + 1))
+    }
+
+    /// The items of a list, tuple or set literal, directly or through a name bound to one.
+    fn literal_items(&self, node: Node<'a>, depth: u8) -> Option<Vec<Node<'a>>> {
+        let k = self.k;
+        let kind = node.kind_id();
+        if kind == k.list || kind == k.tuple || kind == k.set {
+            let mut cursor = node.walk();
+            return Some(node.named_children(&mut cursor).collect());
+        }
+        if kind == k.identifier
+            && depth < 4
+            && let Some(Binding::Value(value)) = self.binding(&ident(node, self.src))
+        {
+            return self.literal_items(value, depth + 1);
+        }
+        None
     }
 
     /// The constant items of a list or tuple literal; `None` for an item that is not constant.
