@@ -128,6 +128,22 @@ impl<'t> PyFacts<'t> {
         ) else {
             return;
         };
+        if left.kind_id() == k.subscript || left.kind_id() == k.attribute {
+            // `table[key] = …`, `obj.attr = …`: the object changes; the key is only read.
+            let mut object = left;
+            while let Some(inner) = object.child_by_field_id(if object.kind_id() == k.subscript {
+                k.f_value
+            } else {
+                k.f_object
+            }) {
+                object = inner;
+            }
+            if object.kind_id() == k.identifier {
+                self.record(ident(object, src), Binding::Many);
+                self.consts.insert(ident(object, src), None);
+            }
+            return;
+        }
         if left.kind_id() != k.identifier {
             // `a, b = …`: each name is bound, to nothing the walk follows.
             for name in children(left).filter(|n| n.kind_id() == k.identifier) {

@@ -140,7 +140,8 @@ impl<'a> PySem<'a> {
             )
         {
             match text(method, self.src) {
-                "expanduser" | "resolve" | "absolute" | "as_posix" => {
+                // `Path(p).expanduser()`; `os.path.expanduser(p)` is a function of its argument
+                "expanduser" | "resolve" | "absolute" | "as_posix" if args.is_empty() => {
                     return self.prefixes_at(object, d);
                 }
                 "joinpath" => {
@@ -236,14 +237,21 @@ impl<'a> PySem<'a> {
             return Vec::new();
         };
         let args = self.positional(iterable);
-        // `Path(p).glob(pattern)`, `.rglob(pattern)`, `.iterdir()`
+        let names = self.names(func);
+        let named = |wanted: &[&str]| names.iter().any(|n| wanted.contains(&n.as_str()));
+        // `Path(p).glob(pattern)`, `.rglob(pattern)`, `.iterdir()` (not the `glob` module's)
         if func.kind_id() == k.attribute
+            && !named(&["glob.glob", "glob.iglob"])
             && let (Some(object), Some(method)) = (
                 func.child_by_field_id(k.f_object),
                 func.child_by_field_id(k.f_attribute),
             )
         {
-            let pattern = args.first().and_then(|a| self.fold(*a)).unwrap_or_default();
+            let pattern = args
+                .first()
+                .and_then(|a| self.fold(*a))
+                .map(|p| glob_segments(&p))
+                .unwrap_or_default();
             let glob = match text(method, self.src) {
                 "glob" => pattern,
                 "rglob" => format!("**/{pattern}"),
@@ -256,12 +264,12 @@ impl<'a> PySem<'a> {
                 .map(|base| join_paths(&[base, glob.clone()]))
                 .collect();
         }
-        let names = self.names(func);
-        let named = |wanted: &[&str]| names.iter().any(|n| wanted.contains(&n.as_str()));
         match (at, args.first()) {
-            (None, Some(pattern)) if named(&["glob.glob", "glob.iglob"]) => {
-                self.prefixes_at(*pattern, d)
-            }
+            (None, Some(pattern)) if named(&["glob.glob", "glob.iglob"]) => self
+                .prefixes_at(*pattern, d)
+                .into_iter()
+                .map(|p| glob_segments(&p))
+                .collect(),
             // `for root, dirs, files in os.walk(top)`: `root` starts with `top`.
             (Some(0), Some(top)) if named(&["os.walk"]) => self.prefixes_at(*top, d),
             _ => Vec::new(),
@@ -379,4 +387,20 @@ impl<'a> PySem<'a> {
             })
         })
     }
+}
+
+/// A glob pattern with every path segment that holds a wildcard written as `*`
+/// (`/proc/[0-9]*/environ` → `/proc/*/environ`), the form rules name such paths by.
+fn glob_segments(pattern: &str) -> String {
+    pattern
+        .split('/')
+        .map(|seg| {
+            if seg != "**" && seg.contains(['*', '?', '[']) {
+                "*"
+            } else {
+                seg
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
