@@ -13,7 +13,9 @@ const RUNNERS: &[&str] = &[
     "php",
 ];
 
-/// The file a downloader writes (`curl -o F`, `curl --output F`, `wget -O F`), as written.
+/// The file a downloader writes (`curl -o F`, `curl --output F`, `wget -O F`), as written; with
+/// no output named, the last segment of the URL where the tool saves there by default (`wget
+/// URL`, `curl -O URL`).
 fn download_target(sem: &BashSem<'_>, inv: &Invocation<'_>) -> Option<String> {
     let (short, long) = match inv.name.as_str() {
         "curl" => ('o', "--output"),
@@ -21,6 +23,50 @@ fn download_target(sem: &BashSem<'_>, inv: &Invocation<'_>) -> Option<String> {
         _ => return None,
     };
     let args: Vec<Option<String>> = inv.args.iter().map(|a| sem.fold(*a)).collect();
+    named_output(&args, short, long).or_else(|| default_output(&inv.name, &args))
+}
+
+/// `wget URL` saves under the URL's last path segment, and so does `curl -O URL`.
+fn default_output(tool: &str, args: &[Option<String>]) -> Option<String> {
+    let remote_name = args.iter().flatten().any(|a| {
+        a == "--remote-name" || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains('O'))
+    });
+    if tool == "curl" && !remote_name {
+        return None;
+    }
+    // `wget -qO- URL` writes to its output, not a file
+    let short_o = |a: &String| a.starts_with('-') && !a.starts_with("--") && a.contains('O');
+    if tool == "wget" && args.iter().flatten().any(short_o) {
+        return None;
+    }
+    let url = args.iter().flatten().find(|a| a.contains("://"))?;
+    let path = url.split(['?', '#']).next()?;
+    let name = path
+        .split("://")
+        .nth(1)?
+        .split_once('/')?
+        .1
+        .rsplit('/')
+        .next()?;
+    if name.is_empty() {
+        return None;
+    }
+    // `wget -P DIR URL`
+    let dir = args
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| match a.as_deref() {
+            Some("-P") => args.get(i + 1).cloned().flatten(),
+            Some(a) => a.strip_prefix("--directory-prefix=").map(str::to_string),
+            None => None,
+        });
+    Some(match dir {
+        Some(dir) if tool == "wget" => format!("{}/{name}", dir.trim_end_matches('/')),
+        _ => name.to_string(),
+    })
+}
+
+fn named_output(args: &[Option<String>], short: char, long: &str) -> Option<String> {
     for (i, arg) in args.iter().enumerate() {
         let Some(a) = arg else { continue };
         if let Some(v) = a.strip_prefix(&format!("{long}=")) {
@@ -60,6 +106,17 @@ pub fn downloaded_then_run<'t>(
                 .and_then(|n| sem.fold(n))
                 .is_some_and(|name| downloaded.iter().any(|d| same_file(d, &name)));
         if runs_download {
+            runs.push(command);
+            continue;
+        }
+        // a wrapper runs it (`nohup ./x &`, `timeout 60 ./x`); wrapped programs are known by
+        // their base name
+        let wrapped = invocations.iter().skip(1).any(|inv| {
+            downloaded
+                .iter()
+                .any(|d| d.rsplit('/').next() == Some(inv.name.as_str()))
+        });
+        if wrapped {
             runs.push(command);
             continue;
         }
