@@ -50,6 +50,8 @@ struct RawShellRunner {
     value_options: Vec<String>,
     #[serde(default)]
     until: Vec<String>,
+    #[serde(default)]
+    skip: usize,
 }
 
 /// A program that hands one of its arguments to a shell (`su -c CMD`, `watch CMD…`).
@@ -63,6 +65,8 @@ pub struct ShellRunner {
     rest: bool,
     value_options: Vec<String>,
     until: Vec<String>,
+    /// Positional words between the options and the command (`ssh HOST CMD…`: 1).
+    skip: usize,
 }
 
 #[derive(Debug, Deserialize)]
@@ -152,6 +156,7 @@ impl Interpreters {
                     rest: r.rest,
                     value_options: r.value_options,
                     until: r.until,
+                    skip: r.skip,
                 })
             })
             .collect::<Result<_, RuleError>>()?;

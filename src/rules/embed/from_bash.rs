@@ -89,6 +89,7 @@ fn runner_command<'t>(
             1
         };
     }
+    let i = i + runner.skip;
     let words: Vec<Node<'t>> = inv.args[i.min(inv.args.len())..]
         .iter()
         .copied()
