@@ -134,7 +134,22 @@ impl BashSem<'_> {
         if node.named_child_count() != 1 {
             return None;
         }
-        let inner = node.named_child(0)?;
+        let mut inner = node.named_child(0)?;
+        // `$(command -v busybox || echo /bin/busybox)`: a fallback names the same program
+        if inner.kind_id() == self.k.list
+            && children(inner).any(|c| !c.is_named() && text(c, self.src) == "||")
+        {
+            let first = inner.named_child(0)?;
+            let lookup = first.kind_id() == self.k.command
+                && first
+                    .child_by_field_id(self.k.f_name)
+                    .and_then(|n| self.fold_at(n, d))
+                    .is_some_and(|n| matches!(base_name(&n), "which" | "command" | "type"));
+            if !lookup {
+                return None;
+            }
+            inner = first;
+        }
         let output = if inner.kind_id() == self.k.pipeline {
             // `$(echo … | base64 -d)`: a constant output through decoders
             let mut stages = children(inner).filter(|c| c.is_named());

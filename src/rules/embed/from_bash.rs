@@ -49,15 +49,45 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
             continue;
         };
         let flags: Vec<&str> = interp.code_flags.iter().map(String::as_str).collect();
-        if let Some(e) = code_after_flag(sem, inv, &flags, &inv.name, interp.language)
+        if let Some(mut e) = code_after_flag(sem, inv, &flags, &inv.name, interp.language)
             .or_else(|| attached_code(sem, inv, interp))
         {
+            // `xargs -I CMD sh -c "CMD"`: the code is xargs' input, known only at run time
+            if let (Some(code), Some(replace)) = (&e.code, xargs_replace(sem, &invocations))
+                && code
+                    .trim_start()
+                    .split([' ', ';', '|', '&'])
+                    .next()
+                    .is_some_and(|first| first.trim_matches(['"', '\'']) == replace)
+            {
+                e.code = None;
+                e.verbatim_at = None;
+            }
             found.push(e);
         } else if sem.reads_program_from_stdin(inv) {
             found.push(stdin_program(sem, command, &inv.name, interp.language));
         }
     }
     found
+}
+
+/// The replace string of an `xargs -I R` (or `-i`, `--replace`) in a wrapper chain.
+fn xargs_replace(sem: &BashSem<'_>, chain: &[Invocation<'_>]) -> Option<String> {
+    let xargs = chain.iter().find(|inv| inv.name == "xargs")?;
+    let args: Vec<String> = xargs
+        .args
+        .iter()
+        .map(|a| sem.fold(*a).unwrap_or_default())
+        .collect();
+    args.iter().enumerate().find_map(|(i, a)| match a.as_str() {
+        "-I" => args.get(i + 1).cloned(),
+        "-i" | "--replace" => Some("{}".to_string()),
+        _ => a
+            .strip_prefix("--replace=")
+            .or_else(|| a.strip_prefix("-I").filter(|r| !r.is_empty()))
+            .or_else(|| a.strip_prefix("-i").filter(|r| !r.is_empty()))
+            .map(str::to_string),
+    })
 }
 
 /// The command a [`ShellRunner`] hands to the shell.
