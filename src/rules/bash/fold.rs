@@ -180,10 +180,7 @@ impl BashSem<'_> {
         let output = match (base_name(&name), input) {
             ("printf", None) => {
                 let (format, rest) = args.split_first()?;
-                if !rest.is_empty() || format.contains('%') {
-                    return None;
-                }
-                decode_c_escapes(format)
+                printf_strings(&decode_c_escapes(format), rest)?
             }
             ("echo", None) => {
                 let interpret = args.first().is_some_and(|a| a == "-e");
@@ -263,6 +260,35 @@ pub(super) fn unescape_dquoted(s: &str) -> String {
     out
 }
 
+/// `printf FORMAT ARGS…` when the format holds only `%s` and `%%` conversions (reused while
+/// arguments remain, as printf does); `None` for any other conversion.
+fn printf_strings(format: &str, args: &[String]) -> Option<String> {
+    let mut out = String::new();
+    let mut args = args.iter();
+    loop {
+        let mut used = false;
+        let mut chars = format.chars();
+        while let Some(c) = chars.next() {
+            if c != '%' {
+                out.push(c);
+                continue;
+            }
+            match chars.next()? {
+                '%' => out.push('%'),
+                's' => {
+                    used = true;
+                    out.push_str(args.next().map_or("", String::as_str));
+                }
+                _ => return None,
+            }
+        }
+        if !used || args.len() == 0 || out.len() > 64 * 1024 {
+            break;
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,5 +297,20 @@ mod tests {
     fn words_unescape_like_the_shell() {
         assert_eq!(unescape_word(r"\rm"), "rm");
         assert_eq!(unescape_dquoted(r#"a\$b\n"#), r"a$b\n");
+    }
+
+    #[test]
+    fn printf_folds_string_conversions_only() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            printf_strings("%s%s", &args(&["ab", "cd"])).as_deref(),
+            Some("abcd")
+        );
+        assert_eq!(
+            printf_strings("%s-", &args(&["a", "b"])).as_deref(),
+            Some("a-b-")
+        );
+        assert_eq!(printf_strings("100%%", &[]).as_deref(), Some("100%"));
+        assert_eq!(printf_strings("%d", &args(&["1"])), None);
     }
 }
