@@ -1,0 +1,358 @@
+//! Jobs under a run-time policy against the real engine, over HTTP: a job's `run_command` steps
+//! run under the job's policy (a denied exec and a denied write fail with `EACCES` in the step,
+//! show in the step's `events` and the job's, and are audit records of its execution), an
+//! `approve` rule holds an operation of a step until an operator decides through `/v1/approvals`
+//! (the step then goes on, or the operation fails), a script with `files` under a policy runs
+//! and reports its events, and a session's job runs under the session's policy (its files decided
+//! by that policy's `file_rules` first).
+//!
+//! Runs the image under test (`RUNNER_IMAGE_UNDER_TEST`), whose job agent enforces policies.
+
+use std::time::Duration;
+
+use scriptgate::config::Config;
+use serde_json::{Value, json};
+
+use crate::harness::{self, Service};
+
+/// Exec of `id` is denied, `date` is logged, writes to /workspace/locked.txt are denied, reading
+/// /etc/hosts waits for an operator, everything else is allowed.
+const JOBFENCE: &str = r#"
+version: 1
+name: jobfence
+file_rules:
+  - {name: locked, paths: [/workspace/locked.txt], operations: [write, create, delete], decision: deny, message: "{path} is locked"}
+  - {name: held-read, paths: [/etc/hosts], operations: [read], decision: approve}
+  - {name: everything-else, paths: ["/**"], operations: ["*"], decision: allow}
+command_rules:
+  - {name: no-id, commands: [id], decision: deny, message: "{command} is not for jobs"}
+  - {name: logged-date, commands: [date], decision: log}
+  - {name: any-program, commands: ["*"], decision: allow}
+network_rules:
+  - {name: loopback, cidrs: [127.0.0.0/8], decision: allow}
+  - {name: no-network, decision: deny}
+"#;
+
+/// Runs `id` (denied), writes /workspace/locked.txt (denied) and runs `date` (logged),
+/// printing the errno each attempt saw.
+const PROBE: &str = r#"import subprocess
+try:
+    subprocess.run(["id", "-u"], stdout=subprocess.DEVNULL)
+    print("exec 0")
+except OSError as e:
+    print("exec", e.errno)
+try:
+    with open("/workspace/locked.txt", "w") as f:
+        f.write("hi")
+    print("write 0")
+except OSError as e:
+    print("write", e.errno)
+subprocess.run(["date"], stdout=subprocess.DEVNULL)
+"#;
+
+fn policies(config: &mut Config) {
+    let dir = tempfile::tempdir().expect("policies dir").keep();
+    std::fs::write(dir.join("jobfence.yml"), JOBFENCE).expect("policy file");
+    config.policy.policies_dir = Some(dir);
+    config.sandbox.python_image = harness::runner_image();
+    config.sandbox.bash_image = harness::runner_image();
+}
+
+async fn service() -> Service {
+    Service::start(policies).await
+}
+
+async fn get(s: &Service, path: &str) -> (u16, Value) {
+    let r = s
+        .client
+        .get(format!("{}{path}", s.url))
+        .send()
+        .await
+        .expect("request");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+fn has(list: &Value, pred: impl Fn(&Value) -> bool) -> bool {
+    list.as_array().is_some_and(|items| items.iter().any(pred))
+}
+
+fn audit_tail(data_dir: &std::path::Path) -> Vec<Value> {
+    let tail = std::process::Command::new(env!("CARGO_BIN_EXE_scriptgate"))
+        .args(["audit", "tail", "-n", "1000", "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .expect("tail");
+    String::from_utf8_lossy(&tail.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+fn probe_job() -> Value {
+    json!({"protocol_version": "1.0", "policy": "jobfence",
+    "constraints": {"allowed_commands": ["python3"], "max_runtime_seconds": 60},
+    "steps": [
+        {"id": "write", "type": "write_file", "arguments": {"path": "probe.py", "content": PROBE}},
+        {"id": "probe", "type": "run_command", "arguments": {"command": "python3", "args": ["probe.py"]}}
+    ]})
+}
+
+/// The step's events show the denied exec, the denied write and the logged `date`.
+fn assert_probe_events(events: &Value) {
+    assert!(
+        has(&events["blocked_operations"], |b| b["type"] == "exec"
+            && b["target"].as_str().is_some_and(|t| t.contains("id"))
+            && b["rule"] == "no-id"
+            && b["errno"] == 13),
+        "{events}"
+    );
+    assert!(
+        has(&events["blocked_operations"], |b| b["target"]
+            == "/workspace/locked.txt"
+            && b["rule"] == "locked"
+            && b["decision"] == "deny"
+            && b["errno"] == 13),
+        "{events}"
+    );
+    assert!(
+        has(&events["processes"], |p| p["argv"] == json!(["date"])
+            && p["decision"] == "log"
+            && p["rule"] == "logged-date"),
+        "{events}"
+    );
+    assert!(events["omitted"]["processes"].is_u64(), "{events}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobs_command_runs_under_its_policy_denied_exec_and_write_fail_with_eacces_and_are_audited()
+ {
+    let s = service().await;
+    let (status, result) = s.post("/v1/jobs", &probe_job()).await;
+    assert_eq!(status, 200, "{result}");
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["policy"], "jobfence", "{result}");
+    let probe = &result["steps"][1];
+    assert_eq!(
+        probe["result"]["stdout"], "exec 13\nwrite 13\n",
+        "the step saw EACCES for both: {probe}"
+    );
+    assert_probe_events(&probe["events"]);
+    // A file step has no events: its path was decided before the job ran.
+    assert!(result["steps"][0].get("events").is_none(), "{result}");
+    // The job's events are every step's together.
+    assert_probe_events(&result["events"]);
+    let id = result["execution_id"].as_str().expect("id").to_string();
+    let (status, stored) = get(&s, &format!("/v1/executions/{id}")).await;
+    assert_eq!(status, 200, "{stored}");
+    assert_eq!(stored["events"], result["events"], "{stored}");
+
+    let data_dir = s.data_dir.clone();
+    s.stop().await;
+    let decisions: Vec<Value> = audit_tail(&data_dir)
+        .into_iter()
+        .filter(|r| r["event"] == "policy_decision" && r["execution_id"] == id.as_str())
+        .collect();
+    for (target, rule, decision) in [
+        ("/workspace/locked.txt", "locked", "deny"),
+        ("date", "logged-date", "log"),
+    ] {
+        assert!(
+            decisions.iter().any(|r| r["outcome"]["target"] == target
+                && r["outcome"]["rule"] == rule
+                && r["outcome"]["decision"] == decision
+                && r["outcome"]["policy"] == "jobfence"),
+            "{target} {decision}: {decisions:?}"
+        );
+    }
+    assert!(
+        decisions.iter().any(|r| r["outcome"]["decision"] == "deny"
+            && r["outcome"]["target"]
+                .as_str()
+                .is_some_and(|t| t.contains("id"))),
+        "the denied exec: {decisions:?}"
+    );
+    assert!(
+        decisions
+            .iter()
+            .all(|r| r["outcome"]["decision"] != "allow"),
+        "{decisions:?}"
+    );
+}
+
+const HELD: &str = r#"import os
+os.chdir("/tmp")
+try:
+    open("/etc/hosts").read()
+    print("hosts 0")
+except OSError as e:
+    print("hosts", e.errno)
+"#;
+
+/// Runs a job whose second step reads /etc/hosts (held), answers the held read with `decision`
+/// once it is listed, and returns the held entry and the job's result.
+async fn held_job(s: &Service, decision: &str) -> (Value, Value) {
+    let job = json!({"protocol_version": "1.0", "policy": "jobfence",
+    "constraints": {"allowed_commands": ["python3"], "max_runtime_seconds": 90},
+    "steps": [
+        {"id": "write", "type": "write_file", "arguments": {"path": "held.py", "content": HELD}},
+        {"id": "held", "type": "run_command", "arguments": {"command": "python3", "args": ["held.py"]}},
+        {"id": "after", "type": "run_command", "arguments": {"command": "python3", "args": ["-c", "print('after')"]}}
+    ]});
+    let run = {
+        let (client, url) = (s.client.clone(), s.url.clone());
+        tokio::spawn(async move {
+            let r = client
+                .post(format!("{url}/v1/jobs"))
+                .json(&job)
+                .send()
+                .await
+                .expect("job");
+            r.json::<Value>().await.expect("result")
+        })
+    };
+    let mut held = Value::Null;
+    for _ in 0..300 {
+        let (_, list) = get(s, "/v1/approvals").await;
+        if let Some(op) = list["operations"].as_array().and_then(|o| o.first()) {
+            held = op.clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!run.is_finished(), "the job waits for the decision");
+    let approval = held["approval_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("nothing was held: {held}"));
+    let body = json!({"decision": decision, "reason": "test"});
+    let (status, after) = s.post(&format!("/v1/approvals/{approval}"), &body).await;
+    assert_eq!(status, 200, "{after}");
+    assert_eq!(after["status"], "running", "{after}");
+    let result = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the job ends")
+        .expect("task");
+    (held, result)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operation_held_in_a_job_step_waits_for_the_operator_and_proceeds_or_fails() {
+    let s = service().await;
+    let (held, result) = held_job(&s, "approve").await;
+    assert_eq!(held["operation"], "file_read", "{held}");
+    assert_eq!(held["target"], "/etc/hosts", "{held}");
+    assert_eq!(held["rule"], "held-read", "{held}");
+    assert_eq!(held["execution_id"], result["execution_id"], "{held}");
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(
+        result["steps"][1]["result"]["stdout"], "hosts 0\n",
+        "{result}"
+    );
+    assert_eq!(
+        result["steps"][2]["result"]["stdout"], "after\n",
+        "{result}"
+    );
+    assert!(
+        has(
+            &result["steps"][1]["events"]["file_operations"],
+            |f| f["path"] == "/etc/hosts" && f["decision"] == "approve"
+        ),
+        "{result}"
+    );
+
+    let (_, result) = held_job(&s, "deny").await;
+    assert_eq!(
+        result["steps"][1]["result"]["stdout"], "hosts 13\n",
+        "the denied read failed with EACCES: {result}"
+    );
+    assert!(
+        has(
+            &result["steps"][1]["events"]["blocked_operations"],
+            |b| b["target"] == "/etc/hosts" && b["errno"] == 13
+        ),
+        "{result}"
+    );
+    // The step itself succeeded (the script handled the error): the job went on.
+    assert_eq!(
+        result["steps"][2]["result"]["stdout"], "after\n",
+        "{result}"
+    );
+    let (_, list) = get(&s, "/v1/approvals").await;
+    assert_eq!(list["operations"], json!([]), "{list}");
+
+    let data_dir = s.data_dir.clone();
+    s.stop().await;
+    let decisions: Vec<Value> = audit_tail(&data_dir)
+        .into_iter()
+        .filter(|r| r["event"] == "operation_decision")
+        .collect();
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    assert_eq!(decisions[0]["outcome"]["decision"], "approve");
+    assert_eq!(decisions[1]["outcome"]["decision"], "deny");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_script_with_files_under_a_policy_runs_and_reports_its_events() {
+    let s = service().await;
+    let body = json!({"script_type": "python", "timeout": 60, "policy": "jobfence",
+        "script_content": "import probe\n",
+        "files": [{"path": "probe.py", "content": PROBE}],
+        "artifacts": ["/workspace/probe.py"]});
+    let (status, result) = s.post("/v1/execute", &body).await;
+    assert_eq!(status, 200, "{result}");
+    assert_eq!(result["exit_code"], 0, "{result}");
+    assert_eq!(result["stdout"], "exec 13\nwrite 13\n", "{result}");
+    assert_eq!(result["policy"], "jobfence", "{result}");
+    assert_probe_events(&result["events"]);
+    assert_eq!(
+        result["artifacts"].as_array().map(Vec::len),
+        Some(1),
+        "{result}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sessions_job_runs_under_the_sessions_policy() {
+    let s = service().await;
+    let (status, created) = s.post("/v1/sessions", &json!({"policy": "jobfence"})).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["session_id"].as_str().expect("id").to_string();
+    let mut job = probe_job();
+    job.as_object_mut().expect("object").remove("policy");
+    // The session's policy decides the job's files before it reaches the container.
+    let mut denied = job.clone();
+    denied["steps"][0]["arguments"]["path"] = json!("locked.txt");
+    let (status, out) = s.post(&format!("/v1/sessions/{id}/jobs"), &denied).await;
+    assert_eq!(status, 403, "{out}");
+    assert_eq!(out["error"]["type"], "policy_violation", "{out}");
+    let (status, result) = s.post(&format!("/v1/sessions/{id}/jobs"), &job).await;
+    assert_eq!(status, 200, "{result}");
+    let probe = &result["steps"][1];
+    assert_eq!(probe["result"]["stdout"], "exec 13\nwrite 13\n", "{result}");
+    assert_probe_events(&probe["events"]);
+    // The session serves commands after its job, still under its policy.
+    let (status, after) = s
+        .post(
+            &format!("/v1/sessions/{id}/exec"),
+            &json!({"command": "echo hi > /workspace/locked.txt; echo rc=$?", "timeout": 30}),
+        )
+        .await;
+    assert_eq!(status, 200, "{after}");
+    assert_eq!(after["stdout"], "rc=1\n", "{after}");
+    let job_id = result["job_id"].as_str().expect("job id").to_string();
+    let data_dir = s.data_dir.clone();
+    s.stop().await;
+    let decisions: Vec<Value> = audit_tail(&data_dir)
+        .into_iter()
+        .filter(|r| r["event"] == "policy_decision" && r["execution_id"] == job_id.as_str())
+        .collect();
+    assert!(
+        decisions
+            .iter()
+            .any(|r| r["outcome"]["session_id"] == id.as_str()
+                && r["outcome"]["rule"] == "locked"
+                && r["outcome"]["decision"] == "deny"),
+        "{decisions:?}"
+    );
+}
