@@ -356,3 +356,124 @@ async fn a_sessions_job_runs_under_the_sessions_policy() {
         "{decisions:?}"
     );
 }
+
+/// Ordinary work: scripts in both languages (stdin, a non-zero exit, stderr), a job that writes,
+/// runs, patches, reads and lists and returns an artifact, and a script with files and artifacts.
+fn ordinary_work() -> Vec<(&'static str, Value)> {
+    let app = "import json, sys\nprint('hello', sys.stdin.read().strip())\njson.dump({'n': 6 * 7}, open('out.json', 'w'))\n";
+    let diff = "--- a/app.py\n+++ b/app.py\n@@ -1,3 +1,3 @@\n import json, sys\n-print('hello', sys.stdin.read().strip())\n+print('hi', sys.stdin.read().strip())\n json.dump({'n': 6 * 7}, open('out.json', 'w'))\n";
+    vec![
+        (
+            "/v1/execute",
+            json!({"script_type": "python", "timeout": 30, "stdin": "x\ny\n",
+                "script_content": "import sys, json, csv, pathlib\nprint(sys.stdin.read().split())\nprint(sorted(p.name for p in pathlib.Path('/usr/lib/python3.11/json').glob('*.py'))[:2])\n"}),
+        ),
+        (
+            "/v1/execute",
+            json!({"script_type": "bash", "timeout": 30,
+                "script_content": "set -e\ncd /tmp\nprintf 'a\\nb\\n' > f.txt\nwc -l < f.txt\nls /workspace >/dev/null\necho oops >&2\nexit 3\n"}),
+        ),
+        (
+            "/v1/jobs",
+            json!({"protocol_version": "1.0",
+                "constraints": {"allowed_commands": ["python3", "ls"], "max_runtime_seconds": 60},
+                "steps": [
+                    {"id": "write", "type": "write_file", "arguments": {"path": "app.py", "content": app}},
+                    {"id": "patch", "type": "apply_unified_diff", "arguments": {"diff": diff}},
+                    {"id": "run", "type": "run_command", "arguments": {"command": "python3", "args": ["app.py"], "stdin": "there"}},
+                    {"id": "ls", "type": "run_command", "arguments": {"command": "ls", "args": ["-1"]}},
+                    {"id": "read", "type": "read_file", "arguments": {"path": "/workspace/out.json"}},
+                    {"id": "list", "type": "list_tree", "arguments": {"path": "/workspace"}}
+                ],
+                "artifacts": ["/workspace/out.json"]}),
+        ),
+        (
+            "/v1/execute",
+            json!({"script_type": "python", "timeout": 30, "script_content": "import helper\nhelper.main()\n",
+                "files": [{"path": "helper.py", "content": "def main():\n    open('report.txt', 'w').write('done')\n    print('ok')\n"}],
+                "artifacts": ["report.txt"]}),
+        ),
+    ]
+}
+
+/// What must not change when the deployment enforces its default policy: the outputs, exit
+/// codes, statuses, errors and artifacts (timings, ids and the events themselves may).
+fn observable(result: &Value) -> Value {
+    let steps: Vec<Value> = result["steps"]
+        .as_array()
+        .map(|steps| {
+            steps
+                .iter()
+                .map(|s| {
+                    json!([
+                        s["id"],
+                        s["status"],
+                        s["error"],
+                        s["result"]["stdout"],
+                        s["result"]["stderr"],
+                        s["result"]["exit_code"],
+                        s["result"]["content"],
+                        s["result"]["entries"].as_array().map(Vec::len)
+                    ])
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let artifacts: Vec<Value> = result["artifacts"]
+        .as_array()
+        .map(|a| a.iter().map(|a| json!([a["path"], a["sha256"]])).collect())
+        .unwrap_or_default();
+    json!({"stdout": result["stdout"], "stderr": result["stderr"], "exit_code": result["exit_code"],
+        "status": result["status"], "error": result["error"], "steps": steps, "artifacts": artifacts})
+}
+
+/// The cheap guard of "the default policy leaves ordinary work unchanged": the same requests
+/// with `policy.enforce_default` off and on give the same observable results, and on, every one
+/// ran under `default` with events. (The whole suite with it on: set
+/// `SCRIPTGATE_POLICY__ENFORCE_DEFAULT=true`.)
+#[tokio::test(flavor = "multi_thread")]
+async fn ordinary_work_gives_the_same_results_with_the_default_policy_enforced() {
+    let mut seen = Vec::new();
+    for enforce in [false, true] {
+        let s = Service::start(|c| {
+            policies(c);
+            c.policy.enforce_default = enforce;
+        })
+        .await;
+        let mut results = Vec::new();
+        for (path, body) in ordinary_work() {
+            let (status, result) = s.post(path, &body).await;
+            assert_eq!(status, 200, "{path} (enforced: {enforce}): {result}");
+            if enforce {
+                assert_eq!(result["policy"], "default", "{result}");
+                assert!(result["events"]["processes"].is_array(), "{result}");
+            } else {
+                assert!(result["events"].is_null(), "{result}");
+            }
+            results.push(observable(&result));
+        }
+        s.stop().await;
+        seen.push(results);
+    }
+    // The work did what it says (so equal results are not equally empty).
+    let off = &seen[0];
+    assert_eq!(
+        off[0]["stdout"], "['x', 'y']\n['__init__.py', 'decoder.py']\n",
+        "{off:?}"
+    );
+    assert_eq!(
+        (&off[1]["stdout"], &off[1]["exit_code"]),
+        (&json!("2\n"), &json!(3)),
+        "{off:?}"
+    );
+    assert_eq!(off[2]["steps"][2][3], "hi there\n", "{off:?}");
+    assert_eq!(
+        off[2]["artifacts"].as_array().map(Vec::len),
+        Some(1),
+        "{off:?}"
+    );
+    assert_eq!(off[3]["stdout"], "ok\n", "{off:?}");
+    for (i, (off, on)) in seen[0].iter().zip(&seen[1]).enumerate() {
+        assert_eq!(off, on, "request {i}: off vs on");
+    }
+}
