@@ -189,50 +189,104 @@ except OSError as e:
     print("hosts", e.errno)
 "#;
 
-/// Runs a job whose second step reads /etc/hosts (held), answers the held read with `decision`
-/// once it is listed, and returns the held entry and the job's result.
-async fn held_job(s: &Service, decision: &str) -> (Value, Value) {
-    let job = json!({"protocol_version": "1.0", "policy": "jobfence",
+/// A job whose second step reads /etc/hosts (held), and a third step after it.
+fn held_job_body() -> Value {
+    json!({"protocol_version": "1.0", "policy": "jobfence",
     "constraints": {"allowed_commands": ["python3"], "max_runtime_seconds": 90},
     "steps": [
         {"id": "write", "type": "write_file", "arguments": {"path": "held.py", "content": HELD}},
         {"id": "held", "type": "run_command", "arguments": {"command": "python3", "args": ["held.py"]}},
         {"id": "after", "type": "run_command", "arguments": {"command": "python3", "args": ["-c", "print('after')"]}}
-    ]});
+    ]})
+}
+
+/// Starts the held job; once its read is listed in `/v1/approvals`, the listed entry and the
+/// task that answers the job's result.
+async fn start_held_job(s: &Service) -> (Value, tokio::task::JoinHandle<Value>) {
     let run = {
         let (client, url) = (s.client.clone(), s.url.clone());
         tokio::spawn(async move {
             let r = client
                 .post(format!("{url}/v1/jobs"))
-                .json(&job)
+                .json(&held_job_body())
                 .send()
                 .await
                 .expect("job");
             r.json::<Value>().await.expect("result")
         })
     };
-    let mut held = Value::Null;
     for _ in 0..300 {
         let (_, list) = get(s, "/v1/approvals").await;
         if let Some(op) = list["operations"].as_array().and_then(|o| o.first()) {
-            held = op.clone();
-            break;
+            assert!(!run.is_finished(), "the job waits for the decision");
+            return (op.clone(), run);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(!run.is_finished(), "the job waits for the decision");
-    let approval = held["approval_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("nothing was held: {held}"));
+    panic!("nothing was held");
+}
+
+/// Answers a held operation with `decision`.
+async fn decide(s: &Service, held: &Value, decision: &str) {
+    let approval = held["approval_id"].as_str().expect("approval id");
     let body = json!({"decision": decision, "reason": "test"});
     let (status, after) = s.post(&format!("/v1/approvals/{approval}"), &body).await;
     assert_eq!(status, 200, "{after}");
     assert_eq!(after["status"], "running", "{after}");
-    let result = tokio::time::timeout(Duration::from_secs(120), run)
+}
+
+async fn result_of(run: tokio::task::JoinHandle<Value>) -> Value {
+    tokio::time::timeout(Duration::from_secs(120), run)
         .await
         .expect("the job ends")
-        .expect("task");
-    (held, result)
+        .expect("task")
+}
+
+/// Runs the held job, answers its held read with `decision`, and returns the held entry and the
+/// job's result.
+async fn held_job(s: &Service, decision: &str) -> (Value, Value) {
+    let (held, run) = start_held_job(s).await;
+    decide(s, &held, decision).await;
+    (held, result_of(run).await)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobs_events_stream_live_while_it_runs() {
+    use futures::StreamExt as _;
+    let s = service().await;
+    let (held, run) = start_held_job(&s).await;
+    let id = held["execution_id"].as_str().expect("execution id");
+    let response = s
+        .client
+        .get(format!("{}/v1/executions/{id}/events?types=blocked", s.url))
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(response.status().as_u16(), 200);
+    decide(&s, &held, "deny").await;
+    let mut body = response.bytes_stream();
+    let mut seen = String::new();
+    let arrived = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(chunk) = body.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk.expect("chunk")));
+            if seen.contains("event: blocked") && seen.contains("/etc/hosts") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(arrived.is_ok(), "no blocked event arrived: {seen}");
+    assert!(
+        !seen.contains("event: file"),
+        "only the kinds asked for: {seen}"
+    );
+    drop(body);
+    let result = result_of(run).await;
+    assert_eq!(
+        result["steps"][1]["result"]["stdout"], "hosts 13\n",
+        "{result}"
+    );
+    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

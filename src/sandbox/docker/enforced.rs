@@ -219,3 +219,84 @@ fn merge(total: &mut Events, more: &Events) {
         .blocked_operations
         .add_omitted(more.blocked_operations.omitted());
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use scriptgate_policy::Decision;
+    use scriptgate_policy::events::{FileEvent, FileOperationType};
+
+    use super::*;
+
+    fn enforcement(cap: u32) -> Enforcement {
+        let policies = crate::policy::Policies::load(&crate::policy::PolicySettings::default())
+            .expect("built-in policies load");
+        Enforcement {
+            policy: policies.get("default").expect("default").policy.wire(),
+            event_cap: cap,
+            approval_timeout: Duration::from_secs(1),
+            approvals: None,
+            live: None,
+        }
+    }
+
+    fn batch(paths: &[&str], omitted: u64) -> Vec<u8> {
+        let events = paths
+            .iter()
+            .map(|p| {
+                Event::File(FileEvent {
+                    kind: FileOperationType::FileRead,
+                    path: p.to_string(),
+                    bytes: None,
+                    decision: Decision::Allow,
+                    rule: None,
+                })
+            })
+            .collect();
+        let batch = EventBatch {
+            events,
+            omitted: scriptgate_supervisor::enforcement::Omitted {
+                file_operations: omitted,
+                ..Default::default()
+            },
+            summary: None,
+        };
+        serde_json::to_vec(&batch).expect("json")
+    }
+
+    fn paths(events: &Events) -> Vec<&str> {
+        events
+            .file_operations
+            .items()
+            .iter()
+            .map(|f| f.path.as_str())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_step_keeps_its_own_events_and_the_job_all_of_them_within_the_cap() {
+        let (answers, _decisions) = mpsc::channel(1);
+        let mut job = JobGathered::new(enforcement(2), answers);
+        job.step_started();
+        job.on_events(&batch(&["/a", "/b", "/c"], 4))
+            .expect("events");
+        let first = job.step_ended();
+        assert_eq!(paths(&first), ["/a", "/b"]);
+        assert_eq!(
+            first.file_operations.omitted(),
+            5,
+            "one past the cap, four before it"
+        );
+        job.step_started();
+        let empty = job.step_ended();
+        assert!(paths(&empty).is_empty(), "a step without frames has none");
+        job.step_started();
+        job.on_events(&batch(&["/d"], 0)).expect("events");
+        let total = job.finish();
+        assert_eq!(paths(&total), ["/a", "/b"], "the job's lists keep the cap");
+        assert_eq!(total.file_operations.omitted(), 6);
+        let mut bad = JobGathered::new(enforcement(2), mpsc::channel(1).0);
+        assert!(bad.on_events(b"not json").is_err());
+    }
+}
