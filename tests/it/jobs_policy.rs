@@ -531,3 +531,29 @@ async fn ordinary_work_gives_the_same_results_with_the_default_policy_enforced()
         assert_eq!(off, on, "request {i}: off vs on");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_waiting_for_an_operator_still_ends_at_its_deadline() {
+    let s = service().await;
+    let mut job = held_job_body();
+    job["steps"][1]["arguments"]["timeout_seconds"] = json!(3);
+    // Nobody decides: the step's own deadline ends it, long before the approval would expire.
+    let (status, result) = tokio::time::timeout(Duration::from_secs(60), s.post("/v1/jobs", &job))
+        .await
+        .expect("the job ends at its step's deadline");
+    assert_eq!(status, 200, "{result}");
+    assert_eq!(result["status"], "timeout", "{result}");
+    assert_eq!(result["steps"][1]["status"], "failure", "{result}");
+    assert_eq!(result["steps"][1]["error"]["type"], "timeout", "{result}");
+    assert_eq!(result["steps"][2]["status"], "skipped", "{result}");
+    assert!(
+        has(
+            &result["steps"][1]["events"]["file_operations"],
+            |f| f["path"] == "/etc/hosts" && f["decision"] == "approve"
+        ),
+        "the held read is in the step's events: {result}"
+    );
+    let (_, list) = get(&s, "/v1/approvals").await;
+    assert_eq!(list["operations"], json!([]), "{list}");
+    s.stop().await;
+}
