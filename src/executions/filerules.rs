@@ -4,8 +4,8 @@
 //! job's `write_file` steps are created and written, `apply_unified_diff` files written (created
 //! when the diff creates them), `read_file` read, `list_tree` listed, its artifact globs read.
 //!
-//! Only `deny` refuses here: the run's own enforcement is what holds an `approve` and records a
-//! `log`, and a run with files cannot be enforced yet (see `Executions::policy_files`).
+//! Only `deny` refuses here: an `approve` or a `log` on these files is not held or recorded here
+//! (the run's enforcement inside the container decides what its commands do to them).
 
 use scriptgate_policy::{CompiledPolicy, Decision, Operation};
 

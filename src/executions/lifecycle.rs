@@ -24,7 +24,7 @@ use crate::domain::record::{
 use crate::domain::script::Script;
 use crate::domain::verdict::{Finding, Layer, Severity, Verdict};
 use crate::domain::work::Work;
-use crate::sandbox::{JOB_LANGUAGE, Lease, RunOutcome, SandboxError};
+use crate::sandbox::{JOB_LANGUAGE, Lease, SandboxError};
 use crate::store::{AuditEvent, Transition};
 
 /// Where a validated submission goes next.
@@ -299,17 +299,9 @@ impl Executions {
                     Err(reason) => Ended::network_unavailable(id, reason, started),
                 }
             }
-            // Runs with a workspace (and jobs) go through the job agent, which does not carry a
-            // run-time policy yet: such a run with a policy is refused, never run without it.
-            Cleared::Job(_) if rec.run.policy().is_some() => {
-                let reason = "a run-time policy cannot yet be enforced on a run with files or \
-                              artifacts; send the script without them, or without a policy"
-                    .to_string();
-                let outcome = RunOutcome::not_run(lease.execution_id(), reason);
-                Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started)
-            }
+            // Runs with a workspace (and jobs) go through the job agent, under the run's policy.
             Cleared::Job(job) => {
-                let outcome = lease.run_job(*job).await;
+                let outcome = self.job_call(rec, lease, *job).await;
                 self.ended_job(&rec.run, outcome, started).await
             }
         };

@@ -12,7 +12,7 @@ use crate::domain::network::NetworkResult;
 use crate::domain::record::{
     ArtifactIssue, ErrorKind, ExecutionError, ExecutionRecord, ResourceUsage, RunResult, Status,
 };
-use crate::sandbox::job::{ArtifactEntry, ErrorType, JobError, StepOutput, StepResult};
+use crate::sandbox::job::{ArtifactEntry, ErrorType, JobError, StepOutput, StepResult, StepStatus};
 use crate::sandbox::{ArtifactFile, CappedText, JobOutcome, RunOutcome, Timings, Usage};
 use crate::validate::Validator;
 
@@ -105,6 +105,7 @@ impl Ended {
 
     /// A job's outcome: its result kept whole, its files already kept (`kept`).
     pub(super) fn of_job(o: JobOutcome, kept: Kept, started: Instant) -> Ended {
+        let events = o.events;
         let mut result = o.result;
         result.artifacts = kept.entries;
         let error = result
@@ -132,6 +133,7 @@ impl Ended {
             artifact_errors: kept.issues,
             provenance: o.provenance,
             job: Some(Box::new(result)),
+            events,
             ..RunResult::default()
         };
         Ended {
@@ -147,7 +149,7 @@ impl Ended {
     /// `run` step's exit status and output), classified as a script's; a file that could not be
     /// written fails the run with that step's error.
     pub(super) fn of_workspace(
-        o: JobOutcome,
+        mut o: JobOutcome,
         kept: Kept,
         timeout: Duration,
         memory_mb: u64,
@@ -158,14 +160,25 @@ impl Ended {
             .steps
             .iter()
             .find(|s| s.id != RUN_STEP && s.error.is_some())
-            .and_then(|s| Some((s.id.clone(), s.error.clone()?)));
+            .and_then(|s| Some((format!("{}: ", s.id), s.error.clone()?)))
+            // A job no step of which ran (a sandbox that could not run it as asked): its reason.
+            .or_else(|| {
+                let never_ran = o
+                    .result
+                    .steps
+                    .iter()
+                    .all(|s| s.status == StepStatus::Skipped);
+                let error = o.result.error.clone().filter(|_| never_ran)?;
+                Some((String::new(), error))
+            });
         let dropped = kept.issues.len() as u32;
+        let events = o.events.take();
         let run = script_outcome(o);
         let mut ended = Ended::classified(run, timeout, memory_mb, started);
         if let Some((step, e)) = early {
             ended.error = Some(ExecutionError::new(
                 error_kind(e.kind),
-                format!("{step}: {}", e.message),
+                format!("{step}{}", e.message),
             ));
             ended.status = if e.kind == ErrorType::InternalError {
                 Status::Failed
@@ -176,6 +189,7 @@ impl Ended {
         ended.result.artifacts = kept.artifacts;
         ended.result.artifact_errors = kept.issues;
         ended.result.artifacts_dropped = dropped;
+        ended.result.events = events;
         ended
     }
 

@@ -1,5 +1,5 @@
 //! Run-time policies of executions: which policy a run is enforced under (chosen for its caller at
-//! intake) and the sandbox call that enforces it.
+//! intake) and the sandbox calls that enforce it (a script's, a job's).
 //!
 //! A run is enforced when its request names a policy, when its token has a default policy of its
 //! own (`policy.agents.NAME.default`), or when `policy.enforce_default` is on; otherwise the
@@ -19,7 +19,8 @@ use crate::auth::Caller;
 use crate::domain::record::ExecutionRecord;
 pub(crate) use crate::policy::PolicyChoiceError;
 use crate::policy::{Chooser, Policies};
-use crate::sandbox::{Enforcement, Lease, RunOutcome, RunSpec};
+use crate::sandbox::job::JobError;
+use crate::sandbox::{Enforcement, JobOutcome, JobRun, Lease, RunOutcome, RunSpec};
 
 /// The deployment's policies and how callers choose among them.
 #[derive(Debug)]
@@ -122,6 +123,31 @@ impl Executions {
         enforcement.live = Some(policy_events);
         let enforced = lease.run_enforced(spec, enforcement).await;
         Ok((enforced.outcome, enforced.events))
+    }
+
+    /// The sandbox call of a job (or a script run with files): its `run_command` steps under the
+    /// run's policy when it has one, their held operations listed for operators while the job
+    /// lasts and their events published live. A policy no longer configured runs nothing.
+    pub(super) async fn job_call(
+        &self,
+        rec: &ExecutionRecord,
+        lease: Box<dyn Lease>,
+        run: JobRun,
+    ) -> JobOutcome {
+        let Some(name) = rec.run.policy() else {
+            return lease.run_job(run).await;
+        };
+        let Some(mut enforcement) = self.run_policies.enforcement(name) else {
+            let reason = format!("the run's policy `{name}` is no longer configured");
+            return JobOutcome::not_run(&run, lease.execution_id(), JobError::internal(reason));
+        };
+        let (asks, _listed) = self.held.channel(rec.id, &rec.agent);
+        let (live, _publishing) = self.live.publish(rec.id);
+        enforcement.approvals = Some(asks);
+        let (policy_events, _) = broadcast::channel(LIVE_BUFFER);
+        let _policy_events = live::bridge(policy_events.subscribe(), live, LiveEvent::Policy);
+        enforcement.live = Some(policy_events);
+        lease.run_job(run.enforced(enforcement)).await
     }
 }
 

@@ -109,7 +109,7 @@ impl ExecuteIn {
             executions.check_network(policy.as_deref(), grant)?;
         }
         let work = Work::Script(run.with_policy(policy).with_network(network));
-        refuse_unenforceable(executions, &work)?;
+        check_policy_files(executions, &work)?;
         Ok(work)
     }
 
@@ -153,26 +153,11 @@ impl ExecuteIn {
 }
 
 /// A run under a policy that moves files in or out (a script's `files`/`artifacts`, a job): its
-/// files are decided by the policy's `file_rules` first (a `deny` is 403 `policy_violation`),
-/// then it is refused all the same (400): the job agent that runs it cannot enforce a policy
-/// inside the container yet, and nothing runs without the policy it was given.
-pub(crate) fn refuse_unenforceable(executions: &Executions, work: &Work) -> Result<(), ApiError> {
-    let Some(name) = work.policy() else {
-        return Ok(());
-    };
-    let (what, field) = match work {
-        Work::Script(run) if run.has_workspace() => {
-            ("a run with files or artifacts", "files/artifacts")
-        }
-        Work::Script(_) => return Ok(()),
-        Work::Job(_) => ("a job", "policy"),
-    };
+/// files are decided by the policy's `file_rules` before anything is recorded (a `deny` is 403
+/// `policy_violation`); its commands then run under the policy inside the container.
+pub(crate) fn check_policy_files(executions: &Executions, work: &Work) -> Result<(), ApiError> {
     executions.policy_files(work)?;
-    Err(ApiError::Schema(format!(
-        "{field}: {what} cannot run under a run-time policy (`{name}`) yet: the job agent does \
-         not enforce policies inside the container; send it without a policy, or a script \
-         without files and artifacts"
-    )))
+    Ok(())
 }
 
 /// An empty script or one with NUL characters is not a script: a schema error, before any
@@ -361,7 +346,7 @@ impl From<&ExecutionRecord> for SubmissionOut {
             body = ExecuteOut, example = json!(crate::http::openapi::example_result())),
         (status = 202, description = "Held for operator approval (`approval` is `always`, or `on_warn` and validation warned): read the result at `links.self`.",
             body = SubmissionOut, example = json!(crate::http::openapi::example_submission())),
-        (status = 400, description = "The body does not match the schema; the message names the field. Also a run under a run-time policy with `files` or `artifacts`: the job agent that runs those cannot enforce a policy yet, so it is refused rather than run without it.", body = ErrorBody,
+        (status = 400, description = "The body does not match the schema; the message names the field.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "script_type: unknown variant `ruby`, expected `python` or `bash`"}})),
         (status = 403, description = "The token may not select the `policy` the request names (`policy_not_allowed`), the run's policy denies one of its `files` (create, write) or `artifacts` (read) by its `file_rules` (`policy_violation`), or `network` asks for more than the run's policy allows (`network_not_allowed`).", body = ErrorBody,
             example = json!({"error": {"type": "policy_not_allowed", "message": "policy `audit` is not one this token may select (it may select: default)"}})),

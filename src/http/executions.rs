@@ -29,7 +29,7 @@ pub(super) const MAX_WAIT_SECS: u64 = 60;
     responses(
         (status = 202, description = "Accepted: queued, or pending approval.", body = SubmissionOut,
             example = json!(crate::http::openapi::example_submission())),
-        (status = 400, description = "The body does not match the schema; the message names the field. Also a run under a run-time policy with `files` or `artifacts`: the job agent that runs those cannot enforce a policy yet, so it is refused rather than run without it.", body = ErrorBody,
+        (status = 400, description = "The body does not match the schema; the message names the field.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "timeout: must be between 1 and 300 seconds, got 0"}})),
         (status = 403, description = "The token may not select the `policy` the request names (`policy_not_allowed`), the run's policy denies one of its `files` (create, write) or `artifacts` (read) by its `file_rules` (`policy_violation`), or `network` asks for more than the run's policy allows (`network_not_allowed`).", body = ErrorBody,
             example = json!({"error": {"type": "policy_not_allowed", "message": "policy `audit` is not one this token may select (it may select: default)"}})),

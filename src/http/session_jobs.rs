@@ -14,12 +14,14 @@ use uuid::Uuid;
 
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
+use super::execute::check_policy_files;
 use super::json::RawJson;
 use super::params::IdParam;
 use super::{AppState, jobs};
 use crate::auth::Role;
 use crate::domain::content::ContentVerdict;
 use crate::domain::record::JobResult;
+use crate::domain::work::{JobWork, Work};
 use crate::executions::check::{Cleared, Refusal};
 
 /// A session job's result: the protocol's result object, with the session that ran it and what
@@ -33,6 +35,24 @@ pub(super) struct SessionJobOut {
     pub validation: Vec<ContentVerdict>,
 }
 
+/// The files `work` writes, reads, patches, lists or returns, against the session's policy's
+/// `file_rules` (a `deny` is 403 `policy_violation`), as `POST /v1/jobs` decides them under the
+/// job's; its commands then run under the session's policy in the container.
+fn session_policy_files(
+    state: &AppState,
+    work: &Work,
+    policy: Option<&str>,
+) -> Result<(), ApiError> {
+    let (Work::Job(job), Some(policy)) = (work, policy) else {
+        return Ok(());
+    };
+    let under = Work::Job(JobWork {
+        policy: Some(policy.to_string()),
+        ..job.clone()
+    });
+    check_policy_files(&state.executions, &under)
+}
+
 /// Run a job of the job protocol in the session's workspace and answer with its result.
 #[utoipa::path(
     post,
@@ -44,7 +64,7 @@ pub(super) struct SessionJobOut {
     responses(
         (status = 200, description = "The job's complete result, as `POST /v1/jobs` answers it, with `session_id` in place of `execution_id`. A job refused before it ran (a constraint, a deployment maximum, content that fails validation) is 200 with `status` `failure`, the offending step failed and every other step `skipped`. Artifacts carry their sha256; their files stay in the session.", body = serde_json::Value),
         (status = 400, description = "Not a well-formed job (`schema_error`).", body = ErrorBody),
-        (status = 403, description = "The deployment's approval policy would hold this job (`approval_required`): run it with `POST /v1/jobs`.", body = ErrorBody),
+        (status = 403, description = "The deployment's approval policy would hold this job (`approval_required`): run it with `POST /v1/jobs`; or the session's run-time policy denies one of its files (`policy_violation`: a `write_file`, `read_file`, `apply_unified_diff` or `list_tree` path, or an artifact glob). Under the session's policy its `run_command` steps run under that policy, each step's result carrying its `events`.", body = ErrorBody),
         (status = 404, description = "No such session (`session_not_found`).", body = ErrorBody),
         (status = 409, description = "A command or job runs (`session_busy`), or the session is stopped (`session_stopped`).", body = ErrorBody),
         (status = 413, description = "The job is larger than `sandbox.jobs.max_job_bytes`.", body = ErrorBody),
@@ -59,8 +79,9 @@ pub(super) async fn run(
 ) -> Result<axum::Json<SessionJobOut>, ApiError> {
     let caller = caller.require(Role::Agent)?;
     // The session first: an unknown one answers before any validation work.
-    state.sessions.get(caller, id)?;
+    let session = state.sessions.get(caller, id)?;
     let work = jobs::intake(&body, &state.profiles)?;
+    session_policy_files(&state, &work, session.policy.as_deref())?;
     let checked = state.executions.check(&work).await;
     let (verdict, contents) = (checked.verdict, checked.contents);
     let answer = |result: JobResult| SessionJobOut {

@@ -22,6 +22,8 @@ use crate::domain::content::JobVerdict;
 #[derive(Debug, Clone)]
 pub struct JobRun {
     job: job::CheckedJob,
+    /// The run-time policy its `run_command` steps run under ([`JobRun::enforced`]).
+    enforcement: Option<super::Enforcement>,
 }
 
 impl JobRun {
@@ -31,11 +33,28 @@ impl JobRun {
         if !verdict.passed() || verdict.job_sha256 != job_sha256(&job) {
             return Err(NotCleared);
         }
-        Ok(JobRun { job })
+        Ok(JobRun {
+            job,
+            enforcement: None,
+        })
+    }
+
+    /// The same run with its `run_command` steps under `enforcement`: a sandbox that cannot
+    /// enforce it runs nothing (the result says why).
+    pub fn enforced(self, enforcement: super::Enforcement) -> JobRun {
+        JobRun {
+            enforcement: Some(enforcement),
+            ..self
+        }
     }
 
     pub fn job(&self) -> &job::CheckedJob {
         &self.job
+    }
+
+    /// The run-time policy its commands run under.
+    pub fn enforcement(&self) -> Option<&super::Enforcement> {
+        self.enforcement.as_ref()
     }
 }
 
@@ -62,6 +81,9 @@ pub struct JobOutcome {
     /// The sandbox ended without the agent's report (for logs; the result carries a typed error).
     pub crashed: Option<String>,
     pub provenance: Provenance,
+    /// What the job's commands did under its run-time policy, every step together (each step's
+    /// own are in its result); `None` without a policy.
+    pub events: Option<scriptgate_policy::events::Events>,
 }
 
 impl JobOutcome {
@@ -78,6 +100,7 @@ impl JobOutcome {
             oom_killed: false,
             crashed: None,
             provenance: Provenance::default(),
+            events: None,
         }
     }
 }

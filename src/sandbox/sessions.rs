@@ -143,6 +143,8 @@ pub struct FileAnswer {
 pub struct SessionJobEnd {
     pub result: super::job::JobResult,
     pub files: Vec<super::ArtifactFile>,
+    /// Every step's events under the session's policy (`None`: the session has none).
+    pub events: Option<Events>,
 }
 
 /// A session container that can no longer serve.

@@ -1,7 +1,10 @@
 //! Jobs of the job protocol in a session (`POST /v1/sessions/{id}/jobs`): a job the edge has
 //! checked and whose content passed validation (a [`JobRun`]) runs in the session's container,
 //! in its workspace, while the session is busy. It runs in a task of its own, so a client that
-//! goes away does not leave the session busy; a sandbox that no longer answers stops it.
+//! goes away does not leave the session busy; a sandbox that no longer answers stops it. Under
+//! the session's run-time policy its `run_command` steps run under that policy (each step's
+//! result carries its events), and every decision that was not a plain `allow` is audited under
+//! the job's id, as a command's are under the command's.
 
 use std::sync::Arc;
 
@@ -24,13 +27,6 @@ impl Sessions {
         run: JobRun,
     ) -> Result<SessionJobEnd, SessionError> {
         let session = self.get(caller, id)?;
-        // Fail closed, as for one-shot jobs: the supervisor's job agent does not run steps under
-        // the run-time policy yet, so a session with one takes commands only.
-        if let Some(policy) = &session.policy {
-            return Err(SessionError::Invalid(format!(
-                "this session runs under policy `{policy}`, and jobs cannot be enforced yet: run the steps as commands"
-            )));
-        }
         let sandbox = {
             let mut live = session.live.lock().expect("session lock");
             ensure_serving(&live)?;
@@ -44,8 +40,19 @@ impl Sessions {
         };
         let (tx, rx) = oneshot::channel();
         let this = self.clone();
+        let job_id = run.job().job_id();
+        let document = run.job().to_json().to_string();
         self.tasks.spawn(async move {
             let end = sandbox.run_job(run).await;
+            if let Ok(SessionJobEnd {
+                events: Some(events),
+                ..
+            }) = &end
+            {
+                // Audited before the result is visible, as a command's decisions are.
+                this.audit_decisions(&session, job_id, &document, events)
+                    .await;
+            }
             {
                 let mut live = session.live.lock().expect("session lock");
                 if live.state == State::Busy {

@@ -1,5 +1,7 @@
 //! A job sent by the service (`RunJob`): checked again here, run by the agent, reported in frames
-//! on stdout, ended by a `JobEnd` that carries the job's nonce.
+//! on stdout, ended by a `JobEnd` that carries the job's nonce. A job with a run-time policy
+//! (`RunJob::enforce`) runs its commands under it, or is refused when this sandbox cannot
+//! enforce it.
 
 use scriptgate_supervisor::job::{self, CheckedStep, JobEnd, StepResult, StepStatus};
 use scriptgate_supervisor::{
@@ -8,7 +10,13 @@ use scriptgate_supervisor::{
 };
 use time::OffsetDateTime;
 
+use std::sync::Arc;
+
+use scriptgate_supervisor::enforcement::Enforce;
+
 use crate::agent::{self, ArtifactOut, Runtime, Sink};
+use crate::enforce;
+use crate::enforced::HostSink;
 use crate::identity::Split;
 use crate::input::HostInput;
 use crate::sys::SignalFd;
@@ -29,10 +37,15 @@ pub(crate) fn serve(
         ));
     }
     run.maxima.validate()?;
+    let enforce = match &run.enforce {
+        Some(enforce) => Some(checked_policy(enforce, split)?),
+        None => None,
+    };
     if let Some(split) = split {
         split.become_job_supervisor()?;
     }
     let mut rt = Runtime::in_container(split, sigchld, Some(input));
+    rt.enforce = enforce;
     let mut sink = Frames;
     let end = match checked(&run, &rt.image_path, started_at) {
         Ok(job) => agent::run(&job, &mut rt, &mut sink, started_at)?,
@@ -43,6 +56,22 @@ pub(crate) fn serve(
         end,
     };
     emit_message(FrameKind::JobEnd, &json(&frame)?)
+}
+
+/// The job's policy, when it can be enforced here (`Err`: the job is refused, nothing runs
+/// without the policy it was given).
+pub(crate) fn checked_policy(
+    enforce: &Enforce,
+    split: Option<Split>,
+) -> Result<(Enforce, Arc<dyn enforce::Sink>), String> {
+    if split.is_some() || !enforce::available() {
+        return Err(
+            "this job asks for a run-time policy, and enforcement is not available in this sandbox (gVisor, or the script runs under another uid): the job is refused"
+                .into(),
+        );
+    }
+    enforce::rules(enforce).map_err(|e| e.to_string())?;
+    Ok((enforce.clone(), Arc::new(HostSink)))
 }
 
 /// A job refused here, before anything ran.

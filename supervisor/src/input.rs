@@ -101,6 +101,8 @@ pub(crate) struct HostInput {
     decoder: RawFrameDecoder,
     assembler: MessageAssembler,
     closed: bool,
+    /// A session's messages that arrived while its job ran.
+    deferred: Vec<(u8, Vec<u8>)>,
 }
 
 impl Default for HostInput {
@@ -109,6 +111,7 @@ impl Default for HostInput {
             decoder: RawFrameDecoder::default(),
             assembler: MessageAssembler::new(HARD_MAX_MESSAGE),
             closed: false,
+            deferred: Vec::new(),
         }
     }
 }
@@ -119,39 +122,29 @@ impl HostInput {
         (!self.closed).then_some(STDIN)
     }
 
-    /// Reads what arrived. No message is expected while a job runs (later protocol versions add
-    /// some, to supervisors that announce them): one is a protocol error.
-    pub(crate) fn read_available(&mut self) -> Result<(), String> {
-        let mut buf = [0u8; 16 * 1024];
-        while !self.closed {
-            // SAFETY: reading into a local buffer of its own length from stdin.
-            let n = unsafe { libc::read(STDIN, buf.as_mut_ptr().cast(), buf.len()) };
-            match n {
-                0 => self.closed = true,
-                n if n > 0 => self.decoder.push(&buf[..n as usize]),
-                _ => {
-                    let e = std::io::Error::last_os_error();
-                    match e.kind() {
-                        std::io::ErrorKind::WouldBlock => break,
-                        std::io::ErrorKind::Interrupted => continue,
-                        _ => self.closed = true,
-                    }
-                }
+    /// Every complete message that arrived, without blocking (a job's caller decides what each
+    /// may be: see `agent::Runtime::read_input`).
+    pub(crate) fn read_available(&mut self) -> Result<Vec<(u8, Vec<u8>)>, String> {
+        self.fill();
+        let mut out = Vec::new();
+        loop {
+            // Padding (a host that attached again) carries nothing.
+            self.decoder.skip_padding();
+            match self.next_message()? {
+                Some(message) => out.push(message),
+                None => return Ok(out),
             }
-        }
-        match self.next_message()? {
-            Some((kind, _)) => Err(format!(
-                "unexpected message of kind {kind} while a job runs"
-            )),
-            None => Ok(()),
         }
     }
 
-    /// Session mode: every complete message that arrived, without blocking. Padding is skipped,
-    /// and a frame that makes no sense (what a host that died mid-message leaves) drops what is
-    /// buffered instead of ending the session; the messages then lost are answered by nothing,
-    /// and a host that attached again asks once more.
-    pub(crate) fn session_messages(&mut self) -> Vec<(u8, Vec<u8>)> {
+    /// Keeps a session's message that arrived while its job ran, for the session's loop
+    /// ([`HostInput::session_messages`] returns it first).
+    pub(crate) fn defer(&mut self, kind: u8, message: Vec<u8>) {
+        self.deferred.push((kind, message));
+    }
+
+    /// Reads what the stream holds now, until it would block or ends.
+    fn fill(&mut self) {
         let mut buf = [0u8; 64 * 1024];
         while !self.closed {
             // SAFETY: reading into a local buffer of its own length from stdin.
@@ -166,7 +159,15 @@ impl HostInput {
                 },
             }
         }
-        let mut out = Vec::new();
+    }
+
+    /// Session mode: every complete message that arrived, without blocking. Padding is skipped,
+    /// and a frame that makes no sense (what a host that died mid-message leaves) drops what is
+    /// buffered instead of ending the session; the messages then lost are answered by nothing,
+    /// and a host that attached again asks once more.
+    pub(crate) fn session_messages(&mut self) -> Vec<(u8, Vec<u8>)> {
+        self.fill();
+        let mut out = std::mem::take(&mut self.deferred);
         loop {
             self.decoder.skip_padding();
             match self.next_message() {
@@ -263,6 +264,7 @@ mod tests {
             // Larger than a frame: it arrives as More frames and a RunJob frame.
             job: serde_json::json!({"padding": "x".repeat(MAX_FRAME + 10)}),
             maxima: Maxima::default(),
+            enforce: None,
         };
         let payload = serde_json::to_vec(&run).expect("json");
         let mut wire = std::io::Cursor::new(encode_host_message(HostKind::RunJob, &payload));

@@ -19,8 +19,11 @@
 //! A job (Job protocol 1.0, [`job`]), to a supervisor whose `Ready` lists [`FEATURE_JOBS`]:
 //!
 //! ```text
-//! host → supervisor   RunJob {version, nonce, job, maxima}    a framed message (HostKind)
+//! host → supervisor   RunJob {version, nonce, job, maxima, enforce?}   a framed message (HostKind)
 //! supervisor → host   StepStarted {index, id, type}           per step, as it starts
+//! supervisor → host   Events, ApprovalRequest                 under `enforce`, while a
+//!                                                             `run_command` step runs
+//! host → supervisor   ApprovalDecision                        any time while the job runs
 //! supervisor → host   StepEnd {index, result}                 per step (a job::StepResult)
 //! supervisor → host   ArtifactBegin {path, size_bytes, mime_type}, ArtifactData bytes…,
 //!                     ArtifactEnd {sha256}                    per collected file, in chunks

@@ -72,6 +72,7 @@ fn run(mode: &Mode, uid: Option<&str>) -> Result<i32, String> {
         nonce: String::new(),
         job: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
         maxima: Maxima::default(),
+        enforce: None,
     };
     if run.job.is_null() {
         let error = job::parse(&bytes).err().map(|e| e.to_job_error());

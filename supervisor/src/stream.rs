@@ -58,6 +58,11 @@ pub struct RunJob {
     pub job: serde_json::Value,
     /// The deployment's maxima the host checked it against.
     pub maxima: Maxima,
+    /// The run-time policy every `run_command` step runs under (sent only to a supervisor that
+    /// announces [`crate::enforcement::FEATURE_ENFORCE`]; one that cannot enforce it here refuses
+    /// the job). A session's job runs under the session's policy instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforce: Option<crate::enforcement::Enforce>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

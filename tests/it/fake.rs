@@ -294,6 +294,11 @@ impl Lease for FakeLease {
     }
     fn run_job(self: Box<Self>, run: JobRun) -> BoxFuture<'static, JobOutcome> {
         Box::pin(async move {
+            if run.enforcement().is_some() {
+                // As for scripts: the fake cannot enforce a policy, so it runs nothing.
+                let error = JobError::internal("this sandbox cannot enforce a run-time policy");
+                return JobOutcome::not_run(&run, self.id, error);
+            }
             let job = run.job();
             self.runner
                 .jobs
@@ -318,6 +323,7 @@ impl Lease for FakeLease {
                     duration_ms: 1,
                     result: output,
                     error: error.clone(),
+                    events: None,
                 };
                 builder.record(index, result).expect("the job's own step");
                 if failed && !step.step.continue_on_error {
@@ -368,6 +374,7 @@ impl Lease for FakeLease {
                 oom_killed: false,
                 crashed: None,
                 provenance: Default::default(),
+                events: None,
             }
         })
     }

@@ -18,6 +18,7 @@ mod engine_faults;
 mod fake;
 mod harness;
 mod jobs_isolation;
+mod jobs_policy;
 mod jobs_sandbox;
 mod jobs_service;
 mod jobs_standalone;

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
-use super::execute::{Links, refuse_unenforceable};
+use super::execute::{Links, check_policy_files};
 use super::executions::{MAX_WAIT_SECS, WaitQuery};
 use super::json::RawJson;
 use super::params::{JobIdParam, Query};
@@ -43,6 +43,13 @@ pub(crate) struct JobOut {
     /// The verdict on each program, file, diff or argument of the job that validation checked
     /// (programs always; other text when something was found).
     pub validation: Vec<ContentVerdict>,
+    /// The run-time policy its commands ran under (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// Every `run_command` step's events together, as `/v1/execute` reports a script's (absent
+    /// without a policy; each step's own are in its result).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<scriptgate_policy::events::Events>,
 }
 
 impl JobOut {
@@ -52,6 +59,8 @@ impl JobOut {
             result: job_result(rec)?,
             execution_id: rec.id,
             validation: rec.contents.clone(),
+            policy: rec.run.policy().map(str::to_string),
+            events: rec.result.as_ref().and_then(|r| r.events.clone()),
         })
     }
 }
@@ -113,8 +122,8 @@ pub(crate) fn intake(bytes: &[u8], profiles: &Profiles) -> Result<Work, ApiError
 }
 
 /// The job with the run-time policy chosen for `caller` (its `policy` field, else the token's
-/// default, else the deployment's when enforced), refused when it has one (see
-/// [`refuse_unenforceable`]).
+/// default, else the deployment's when enforced), its files decided by that policy (see
+/// [`check_policy_files`]).
 pub(crate) fn with_policy(
     work: Work,
     executions: &Executions,
@@ -125,7 +134,7 @@ pub(crate) fn with_policy(
     };
     job.policy = executions.choose_policy(caller, job.policy.as_deref())?;
     let work = Work::Job(job);
-    refuse_unenforceable(executions, &work)?;
+    check_policy_files(executions, &work)?;
     Ok(work)
 }
 
@@ -142,7 +151,7 @@ pub(crate) fn with_policy(
             body = schema::JobOutDoc, example = json!(schema::example_result())),
         (status = 202, description = "Held for operator approval: read the result at `links.self` (`?wait=N` long-polls).",
             body = JobSubmissionOut, example = json!(schema::example_submission())),
-        (status = 400, description = "Not a well-formed job (`schema_error`): not JSON, an unknown or malformed `protocol_version`, an unknown step type, a missing argument or a wrong type, an unknown field at 1.0, an unknown `profile`; or a job under a run-time policy (the job agent cannot enforce one yet). Nothing was recorded or run.", body = ErrorBody,
+        (status = 400, description = "Not a well-formed job (`schema_error`): not JSON, an unknown or malformed `protocol_version`, an unknown step type, a missing argument or a wrong type, an unknown field at 1.0, an unknown `profile`. Nothing was recorded or run.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "protocol version 2.0 is not supported (this agent speaks 1.x)"}})),
         (status = 403, description = "The token may not select the `policy` the job names (`policy_not_allowed`), or the job's policy denies one of its files (`policy_violation`: a `write_file`, `read_file`, `apply_unified_diff` or `list_tree` path, or an artifact glob). Nothing was recorded or run.", body = ErrorBody,
             example = json!({"error": {"type": "policy_violation", "message": "the policy `strict` denies read of /workspace/.ssh/id_rsa: rule `credentials`: /workspace/.ssh/id_rsa holds credentials: read refused"}})),

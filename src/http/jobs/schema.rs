@@ -48,9 +48,11 @@ pub(crate) struct JobIn {
     /// else the token's default, else the deployment's when `policy.enforce_default` is on. A
     /// policy the token may not select is 403 `policy_not_allowed`. Under a policy every file the
     /// job writes, reads, patches, lists or returns is decided by its `file_rules` first (a `deny`
-    /// is 403 `policy_violation`); a job that passes is still refused (400 `schema_error`): the
-    /// job agent cannot enforce a policy inside the container yet, and a job never runs without
-    /// the policy it was given.
+    /// is 403 `policy_violation`); its `run_command` steps then run under the policy inside the
+    /// container (each program, file operation and connection decided; `approve` holds the
+    /// operation for `/v1/approvals`), each such step's result carrying its `events` and the
+    /// job's execution all of them. A sandbox that cannot enforce a policy (gVisor) runs nothing:
+    /// the job fails with an `internal_error` saying so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, example = "strict")]
     pub policy: Option<String>,
@@ -242,6 +244,16 @@ pub(crate) struct JobOutDoc {
     pub execution_id: Uuid,
     /// The verdict on each program, file, diff or argument of the job that validation checked.
     pub validation: Vec<ContentVerdict>,
+    /// The run-time policy the job's commands ran under (absent without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub policy: Option<String>,
+    /// Every `run_command` step's events together, in the shape of `/v1/execute`'s `events`
+    /// (absent without a policy; each step's own are in its result). Every `deny`, `approve` and
+    /// `log` decision among them is an audit record of the job's execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>, nullable = false)]
+    pub events: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, utoipa::ToSchema)]
@@ -265,6 +277,14 @@ pub(crate) struct StepResultDoc {
     /// output).
     pub result: Option<StepOutputDoc>,
     pub error: Option<JobErrorDoc>,
+    /// A `run_command` step under a run-time policy: what its processes did, as the policy
+    /// decided it (`processes`, `file_operations`, `network_operations`, `blocked_operations`,
+    /// each capped at `policy.event_cap` with `omitted` counting the rest), as `/v1/execute`
+    /// reports a script's. Absent without a policy and for file steps (their paths are decided
+    /// before the job runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>, nullable = false)]
+    pub events: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, utoipa::ToSchema)]

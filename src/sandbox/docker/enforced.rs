@@ -123,3 +123,180 @@ impl Gathered {
         (self.events, self.summary)
     }
 }
+
+/// Why a job with a policy did not run, when the supervisor cannot enforce one.
+pub(super) const UNAVAILABLE_JOB: &str = "run-time policy enforcement is not available in this \
+     sandbox (its supervisor does not announce it: gVisor has no seccomp user notification, or the \
+     runner image predates it); the job was not run";
+
+/// What a job under a policy gathers: each `run_command` step's events (from its `StepStarted` to
+/// its `StepEnd`) and the whole job's.
+#[derive(Debug)]
+pub(super) struct JobGathered {
+    enforcement: Enforcement,
+    answers: mpsc::Sender<ApprovalDecision>,
+    step: Option<Gathered>,
+    total: Events,
+}
+
+impl JobGathered {
+    /// `answers` receives the decisions to write to the supervisor.
+    pub(super) fn new(
+        enforcement: Enforcement,
+        answers: mpsc::Sender<ApprovalDecision>,
+    ) -> JobGathered {
+        JobGathered {
+            total: Events::with_cap(enforcement.event_cap as usize),
+            enforcement,
+            answers,
+            step: None,
+        }
+    }
+
+    /// A step started: what follows is its own.
+    pub(super) fn step_started(&mut self) {
+        self.step = Some(Gathered::new(&self.enforcement, self.answers.clone()));
+    }
+
+    fn current(&mut self) -> &mut Gathered {
+        let (e, answers) = (&self.enforcement, &self.answers);
+        self.step
+            .get_or_insert_with(|| Gathered::new(e, answers.clone()))
+    }
+
+    /// An `Events` frame of the running step.
+    pub(super) fn on_events(&mut self, payload: &[u8]) -> Result<(), String> {
+        self.current().on_events(payload)
+    }
+
+    /// An `ApprovalRequest` frame of the running step.
+    pub(super) fn on_request(&mut self, payload: &[u8]) -> Result<(), String> {
+        self.current().on_request(payload)
+    }
+
+    /// The step ended: its events (also counted in the job's); an operation of it still
+    /// waiting for a decision has nobody to reach any more.
+    pub(super) fn step_ended(&mut self) -> Events {
+        let events = match self.step.take() {
+            Some(g) => g.finish().0,
+            None => Events::with_cap(self.enforcement.event_cap as usize),
+        };
+        merge(&mut self.total, &events);
+        events
+    }
+
+    /// The whole job's events (a step the job never ended included).
+    pub(super) fn finish(mut self) -> Events {
+        if self.step.is_some() {
+            self.step_ended();
+        }
+        self.total
+    }
+}
+
+/// Adds `more` (its items and what it left out) to `total`, within `total`'s cap.
+fn merge(total: &mut Events, more: &Events) {
+    for p in more.processes.items() {
+        total.processes.push(p.clone());
+    }
+    for f in more.file_operations.items() {
+        total.file_operations.push(f.clone());
+    }
+    for n in more.network_operations.items() {
+        total.network_operations.push(n.clone());
+    }
+    for b in more.blocked_operations.items() {
+        total.blocked_operations.push(b.clone());
+    }
+    total.processes.add_omitted(more.processes.omitted());
+    total
+        .file_operations
+        .add_omitted(more.file_operations.omitted());
+    total
+        .network_operations
+        .add_omitted(more.network_operations.omitted());
+    total
+        .blocked_operations
+        .add_omitted(more.blocked_operations.omitted());
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use scriptgate_policy::Decision;
+    use scriptgate_policy::events::{FileEvent, FileOperationType};
+
+    use super::*;
+
+    fn enforcement(cap: u32) -> Enforcement {
+        let policies = crate::policy::Policies::load(&crate::policy::PolicySettings::default())
+            .expect("built-in policies load");
+        Enforcement {
+            policy: policies.get("default").expect("default").policy.wire(),
+            event_cap: cap,
+            approval_timeout: Duration::from_secs(1),
+            approvals: None,
+            live: None,
+        }
+    }
+
+    fn batch(paths: &[&str], omitted: u64) -> Vec<u8> {
+        let events = paths
+            .iter()
+            .map(|p| {
+                Event::File(FileEvent {
+                    kind: FileOperationType::FileRead,
+                    path: p.to_string(),
+                    bytes: None,
+                    decision: Decision::Allow,
+                    rule: None,
+                })
+            })
+            .collect();
+        let batch = EventBatch {
+            events,
+            omitted: scriptgate_supervisor::enforcement::Omitted {
+                file_operations: omitted,
+                ..Default::default()
+            },
+            summary: None,
+        };
+        serde_json::to_vec(&batch).expect("json")
+    }
+
+    fn paths(events: &Events) -> Vec<&str> {
+        events
+            .file_operations
+            .items()
+            .iter()
+            .map(|f| f.path.as_str())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_step_keeps_its_own_events_and_the_job_all_of_them_within_the_cap() {
+        let (answers, _decisions) = mpsc::channel(1);
+        let mut job = JobGathered::new(enforcement(2), answers);
+        job.step_started();
+        job.on_events(&batch(&["/a", "/b", "/c"], 4))
+            .expect("events");
+        let first = job.step_ended();
+        assert_eq!(paths(&first), ["/a", "/b"]);
+        assert_eq!(
+            first.file_operations.omitted(),
+            5,
+            "one past the cap, four before it"
+        );
+        job.step_started();
+        let empty = job.step_ended();
+        assert!(paths(&empty).is_empty(), "a step without frames has none");
+        job.step_started();
+        job.on_events(&batch(&["/d"], 0)).expect("events");
+        let total = job.finish();
+        assert_eq!(paths(&total), ["/a", "/b"], "the job's lists keep the cap");
+        assert_eq!(total.file_operations.omitted(), 6);
+        let mut bad = JobGathered::new(enforcement(2), mpsc::channel(1).0);
+        assert!(bad.on_events(b"not json").is_err());
+    }
+}

@@ -5,14 +5,21 @@
 //! artifacts). The host keeps a backstop beyond it (the runtime, artifact collection and a
 //! margin) for a supervisor that stops answering: then it kills the container and completes the
 //! result itself, as it does when the container dies. Either way the result is complete.
+//!
+//! A job under a run-time policy is sent only to a supervisor that announces enforcement (else it
+//! does not run, and its result says why); each step's `Events` frames are gathered into its
+//! result (`enforced::JobGathered`), and each `ApprovalRequest` goes to the run's approver, whose
+//! decision is written back while the job runs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use scriptgate_policy::events::Events;
+use scriptgate_supervisor::enforcement::ApprovalDecision;
 use scriptgate_supervisor::job::paths::JobPath;
 use scriptgate_supervisor::job::{
     ArtifactEntry, ErrorType, HARD_MAX_MESSAGE, JobEnd, JobError, JobResult, JobStatus,
-    ResultBuilder,
+    ResultBuilder, StepType,
 };
 use scriptgate_supervisor::{
     ArtifactBegin, ArtifactEnd, FEATURE_JOBS, FrameKind, HostKind, JobEndFrame, MessageAssembler,
@@ -20,12 +27,14 @@ use scriptgate_supervisor::{
 };
 use time::OffsetDateTime;
 use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::Cleaner;
+use super::enforced::{self, JobGathered};
 use super::session::{DIAGNOSTICS, Msg, Prepared, message_of};
 use crate::sandbox::jobs::Receiving;
-use crate::sandbox::{ArtifactFile, CappedText, JobOutcome, JobRun, Timings};
+use crate::sandbox::{ArtifactFile, CappedText, Enforcement, JobOutcome, JobRun, Timings};
 
 /// Beyond the job's runtime: the agent's artifact collection (60 s) and a margin.
 const BACKSTOP_GRACE: Duration = Duration::from_secs(90);
@@ -34,6 +43,8 @@ enum End {
     Done(JobEnd),
     TimedOut,
     Lost(String),
+    /// Not sent: the sandbox cannot run it as asked (a policy it cannot enforce).
+    Refused(String),
 }
 
 impl Prepared {
@@ -41,12 +52,19 @@ impl Prepared {
     pub(crate) async fn execute_job(mut self, run: &JobRun, cleaner: &Arc<Cleaner>) -> JobOutcome {
         let started = Instant::now();
         let mut talk = Conversation::new(run.clone());
+        let (answers, mut decisions) = mpsc::channel(64);
+        if let Some(e) = run.enforcement() {
+            talk.gather(e.clone(), answers);
+        }
         let end = if !self.features.iter().any(|f| f == FEATURE_JOBS) {
             End::Lost("the runner image's supervisor predates jobs: rebuild it with `scriptgate images build`".into())
+        } else if run.enforcement().is_some() && !enforced::supported(&self.features) {
+            End::Refused(enforced::UNAVAILABLE_JOB.into())
         } else {
             let deadline = tokio::time::Instant::now() + backstop(run);
-            self.converse(&mut talk, deadline).await
+            self.converse(&mut talk, &mut decisions, deadline).await
         };
+        let events = talk.take_events();
         let (mut oom_killed, mut crashed, mut files) = (false, None, Vec::new());
         let result = match end {
             End::Done(end) => {
@@ -87,6 +105,7 @@ impl Prepared {
                 };
                 talk.abandon(JobStatus::Failure, error)
             }
+            End::Refused(reason) => talk.abandon(JobStatus::Failure, JobError::internal(reason)),
         };
         let outcome = JobOutcome {
             execution_id: self.execution_id,
@@ -103,14 +122,20 @@ impl Prepared {
             oom_killed,
             crashed,
             provenance: self.provenance.clone(),
+            events,
         };
         // Removal happens after the response; dropping `self` schedules it.
         drop(self);
         outcome
     }
 
-    async fn converse(&mut self, talk: &mut Conversation, deadline: tokio::time::Instant) -> End {
-        let payload = match serde_json::to_vec(&talk.message()) {
+    async fn converse(
+        &mut self,
+        talk: &mut Conversation,
+        decisions: &mut mpsc::Receiver<ApprovalDecision>,
+        deadline: tokio::time::Instant,
+    ) -> End {
+        let payload = match talk.message().and_then(|m| json(&m)) {
             Ok(p) => p,
             Err(e) => return End::Lost(format!("encoding the job: {e}")),
         };
@@ -137,10 +162,27 @@ impl Prepared {
                     Some(Msg::Broken(e)) => return End::Lost(e),
                     None => return End::Lost("the container stopped without ending the job".into()),
                 },
+                Some(decision) = decisions.recv() => {
+                    // The operation waits in the sandbox: its decision goes back at once.
+                    let sent = async {
+                        let payload = json(&decision).map_err(std::io::Error::other)?;
+                        self.input
+                            .write_all(&encode_host_message(HostKind::ApprovalDecision, &payload))
+                            .await?;
+                        self.input.flush().await
+                    };
+                    if let Err(e) = sent.await {
+                        return End::Lost(format!("could not send an approval decision: {e}"));
+                    }
+                },
                 _ = tokio::time::sleep_until(deadline) => return End::TimedOut,
             }
         }
     }
+}
+
+fn json(value: &impl serde::Serialize) -> Result<Vec<u8>, String> {
+    serde_json::to_vec(value).map_err(|e| e.to_string())
 }
 
 /// How long the host waits for `run`'s end before it gives the sandbox up.
@@ -159,6 +201,8 @@ pub(super) struct Conversation {
     announced_bytes: u64,
     announced_files: usize,
     pub(super) diagnostics: CappedText,
+    /// What the job's policy reported so far (a job under one only).
+    gathered: Option<JobGathered>,
 }
 
 impl Conversation {
@@ -174,17 +218,40 @@ impl Conversation {
             announced_bytes: 0,
             announced_files: 0,
             diagnostics: CappedText::new(DIAGNOSTICS),
+            gathered: None,
         }
     }
 
-    /// The `RunJob` message that starts the job (with this conversation's nonce).
-    pub(super) fn message(&self) -> RunJob {
-        RunJob {
+    /// The `RunJob` message that starts the job (with this conversation's nonce, and the run's
+    /// policy when it has one).
+    pub(super) fn message(&self) -> Result<RunJob, String> {
+        let enforce = match self.run.enforcement() {
+            Some(e) => Some(enforced::job_field(e)?),
+            None => None,
+        };
+        Ok(RunJob {
             version: PROTOCOL_VERSION,
             nonce: self.nonce.clone(),
             job: self.run.job().to_json(),
             maxima: self.run.job().maxima().clone(),
-        }
+            enforce,
+        })
+    }
+
+    /// Gathers the job's events and hands its held operations to `enforcement`'s approver
+    /// (decisions to `answers`): a job container's run under its policy, or a session's job
+    /// under the session's.
+    pub(super) fn gather(
+        &mut self,
+        enforcement: Enforcement,
+        answers: mpsc::Sender<ApprovalDecision>,
+    ) {
+        self.gathered = Some(JobGathered::new(enforcement, answers));
+    }
+
+    /// Every step's events together (`None`: the job ran without a policy).
+    pub(super) fn take_events(&mut self) -> Option<Events> {
+        self.gathered.take().map(JobGathered::finish)
     }
 
     /// One frame; the job's end once it arrives.
@@ -211,6 +278,8 @@ impl Conversation {
                     | FrameKind::ArtifactData
                     | FrameKind::ArtifactEnd
                     | FrameKind::JobEnd
+                    | FrameKind::Events
+                    | FrameKind::ApprovalRequest
             )
         )
     }
@@ -228,12 +297,31 @@ impl Conversation {
                 let started: StepStarted =
                     serde_json::from_slice(&message).map_err(|_| json("step start"))?;
                 self.builder.started(started.index as usize);
+                if let Some(g) = &mut self.gathered {
+                    g.step_started();
+                }
             }
             Some(FrameKind::StepEnd) => {
-                let end: StepEnd =
+                let mut end: StepEnd =
                     serde_json::from_slice(&message).map_err(|_| json("step end"))?;
+                if let Some(g) = &mut self.gathered {
+                    let events = g.step_ended();
+                    // File steps are decided before the job runs: only commands have events.
+                    end.result.events =
+                        (end.result.step_type == StepType::RunCommand).then_some(events);
+                }
                 self.builder.record(end.index as usize, end.result)?;
             }
+            Some(FrameKind::Events) => self
+                .gathered
+                .as_mut()
+                .ok_or("events from a job without a policy")?
+                .on_events(&message)?,
+            Some(FrameKind::ApprovalRequest) => self
+                .gathered
+                .as_mut()
+                .ok_or("an approval request from a job without a policy")?
+                .on_request(&message)?,
             Some(FrameKind::ArtifactBegin) => {
                 let begin: ArtifactBegin =
                     serde_json::from_slice(&message).map_err(|_| json("artifact"))?;

@@ -314,8 +314,12 @@ impl Task {
                     let _ = reply.send(Err(SessionFault::Refused("a command is running".into())));
                     return Ok(());
                 }
-                let talk = Conversation::new(*run);
-                let payload = serde_json::to_vec(&talk.message()).map_err(|e| e.to_string())?;
+                let mut talk = Conversation::new(*run);
+                // The session's policy applies to its job (the supervisor has it already).
+                if let Some(e) = &self.enforcement {
+                    talk.gather(e.clone(), self.answers.clone());
+                }
+                let payload = serde_json::to_vec(&talk.message()?).map_err(|e| e.to_string())?;
                 self.job = Some((talk, reply, false));
                 self.write(HostKind::RunJob, &payload).await
             }
@@ -336,10 +340,15 @@ impl Task {
         }
         *begun = true;
         if let Some(end) = talk.message_of_kind(kind, message)?
-            && let Some((talk, reply, _)) = self.job.take()
+            && let Some((mut talk, reply, _)) = self.job.take()
         {
+            let events = talk.take_events();
             let (result, files) = talk.done(end);
-            let _ = reply.send(Ok(SessionJobEnd { result, files }));
+            let _ = reply.send(Ok(SessionJobEnd {
+                result,
+                files,
+                events,
+            }));
         }
         Ok(true)
     }

@@ -3,6 +3,12 @@
 //! no symlink on the way), with its output captured up to the job's cap. When it exits or its
 //! time is up, every other process in the container is killed and reaped before the next step,
 //! and whatever a leftover still holds of its pipes is not waited for.
+//!
+//! Under the job's run-time policy the step starts as a session's argv command does: `bash -c
+//! 'exec -a "$0" "$@"'` is the launch's own exec (the one call let through undecided), so the
+//! step's program is decided like every other, its `argv[0]` unchanged; the enforcement is
+//! installed last between fork and exec, and finished (its last events sent) after every process
+//! of the step is gone.
 
 use std::ffi::CString;
 use std::os::unix::process::CommandExt as _;
@@ -15,6 +21,7 @@ use scriptgate_supervisor::job::{
 };
 
 use super::{Outcome, Runtime, fsafe, millis};
+use crate::enforce::{self, ChildSide, Decisions, Enforcement, Start};
 use crate::pipes::{Feed, Stream};
 use crate::{sys, usage};
 
@@ -45,9 +52,14 @@ pub(crate) fn run(rt: &mut Runtime, step: &RunCommand, plan: &Plan<'_>) -> Resul
         Ok(p) => p,
         Err(e) => return Ok((None, Some(e))),
     };
+    let (launch, enforcement) = match launch(rt, program, step) {
+        Ok(prepared) => prepared,
+        Err(e) => return Ok((None, Some(e))),
+    };
+    let decisions = enforcement.as_ref().map(Enforcement::decisions);
     let started = Instant::now();
     let oom_before = usage::measure(0, 0).oom_kills;
-    let (child, stdin, stdout, stderr) = match spawn(rt, &program, step, plan.working_dir) {
+    let (child, stdin, stdout, stderr) = match spawn(rt, launch, step, plan.working_dir) {
         Ok(spawned) => spawned,
         Err(e) => return Ok((None, Some(e))),
     };
@@ -55,7 +67,13 @@ pub(crate) fn run(rt: &mut Runtime, step: &RunCommand, plan: &Plan<'_>) -> Resul
     let mut captured: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
     let mut feed = Feed::new(Some(stdin), step.stdin.as_deref().unwrap_or("").as_bytes());
     feed.push();
-    let end = relay(rt, child, plan, &mut streams, &mut captured, &mut feed)?;
+    let end = relay(
+        rt,
+        child,
+        plan,
+        (&mut streams, &mut captured, &mut feed),
+        decisions.as_ref(),
+    )?;
     // Whatever is still buffered, then nothing more: leftovers are killed, their pipes dropped.
     let mut buf = vec![0u8; CHUNK];
     let mut drained = 0;
@@ -68,6 +86,10 @@ pub(crate) fn run(rt: &mut Runtime, step: &RunCommand, plan: &Plan<'_>) -> Resul
         s.close();
     }
     sys::kill_all_but_self(Some(child));
+    // The last events (and the summary) go out before the step's end.
+    if let Some(e) = enforcement {
+        e.finish();
+    }
     let oom = usage::measure(0, 0).oom_kills > oom_before;
     let (exit_code, signal) = match end {
         End::Exited(status) => {
@@ -117,6 +139,56 @@ fn resolve(image_path: &str, command: &CommandCheck) -> Result<String, JobError>
     )))
 }
 
+/// What the step's child executes, and the enforcement it installs last.
+struct Launch {
+    program: String,
+    arg0: String,
+    args: Vec<String>,
+    enforcement: Option<ChildSide>,
+}
+
+/// The step's launch: its program directly, or under the job's policy through the `bash`
+/// trampoline with the enforcement prepared (`Err`: the policy cannot be enforced here).
+fn launch(
+    rt: &Runtime,
+    program: String,
+    step: &RunCommand,
+) -> Result<(Launch, Option<Enforcement>), JobError> {
+    let name = step.command.rsplit('/').next().unwrap_or(&step.command);
+    let Some((enforce, sink)) = &rt.enforce else {
+        let direct = Launch {
+            program,
+            arg0: name.to_string(),
+            args: step.args.clone(),
+            enforcement: None,
+        };
+        return Ok((direct, None));
+    };
+    let refused = |e: enforce::EnforceError| {
+        JobError::internal(format!("the job's run-time policy cannot be enforced: {e}"))
+    };
+    let bash = crate::child::program_path("bash");
+    let rules = enforce::rules(enforce).map_err(refused)?;
+    let start = Start::Now {
+        rules: Box::new(rules),
+        program: bash.clone(),
+    };
+    let (child, enforcement) = enforce::prepare(start, sink.clone()).map_err(refused)?;
+    let mut args: Vec<String> = ["--noprofile", "--norc", "-c", r#"exec -a "$0" "$@""#, name]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(program);
+    args.extend(step.args.iter().cloned());
+    let launch = Launch {
+        program: bash.to_string_lossy().into_owned(),
+        arg0: "bash".into(),
+        args,
+        enforcement: Some(child),
+    };
+    Ok((launch, Some(enforcement)))
+}
+
 type Spawned = (
     libc::pid_t,
     std::os::fd::OwnedFd,
@@ -126,7 +198,7 @@ type Spawned = (
 
 fn spawn(
     rt: &Runtime,
-    program: &str,
+    launch: Launch,
     step: &RunCommand,
     dir: &JobPath,
 ) -> Result<Spawned, JobError> {
@@ -144,11 +216,11 @@ fn spawn(
         .map_err(|e| internal(e.to_string()))?;
     let walk_only = fsafe::walk_only();
     let split = rt.split;
-    let name = step.command.rsplit('/').next().unwrap_or(&step.command);
-    let mut command = std::process::Command::new(program);
+    let enforcement = launch.enforcement;
+    let mut command = std::process::Command::new(&launch.program);
     command
-        .arg0(name)
-        .args(&step.args)
+        .arg0(&launch.arg0)
+        .args(&launch.args)
         .env_clear()
         .envs(rt.env.iter().map(|(k, v)| (k, v)))
         .envs(&step.env)
@@ -174,7 +246,12 @@ fn spawn(
                 split.become_script()?;
             }
             // As the script's uid: the workspace is its own.
-            fsafe::chdir_beneath(&root, &joined, &rel, walk_only)
+            fsafe::chdir_beneath(&root, &joined, &rel, walk_only)?;
+            // Last: every call after this one is decided by the supervisor.
+            if let Some(enforcement) = &enforcement {
+                enforcement.install()?;
+            }
+            Ok(())
         });
     }
     let child = command.spawn().map_err(|e| {
@@ -189,13 +266,15 @@ fn spawn(
     Ok((pid, stdin_write, stdout_read, stderr_read))
 }
 
+/// The step's pipes: its output streams, what was captured of them, its stdin.
+type Pipes<'a> = (&'a mut [Stream; 2], &'a mut [Vec<u8>; 2], &'a mut Feed);
+
 fn relay(
     rt: &mut Runtime,
     child: libc::pid_t,
     plan: &Plan<'_>,
-    streams: &mut [Stream; 2],
-    captured: &mut [Vec<u8>; 2],
-    feed: &mut Feed,
+    (streams, captured, feed): Pipes<'_>,
+    decisions: Option<&Decisions>,
 ) -> Result<End, String> {
     let mut buf = vec![0u8; CHUNK];
     loop {
@@ -217,7 +296,7 @@ fn relay(
         fds.extend(rt.input_fd().map(|fd| sys::pollfd(fd, libc::POLLIN)));
         sys::poll_until(&mut fds, Some(plan.deadline))?;
         rt.sigchld.drain();
-        rt.read_input()?;
+        rt.read_input(decisions)?;
         for (s, out) in streams.iter_mut().zip(captured.iter_mut()) {
             s.pump(plan.max_output, &mut buf, &mut |b| {
                 out.extend_from_slice(b);

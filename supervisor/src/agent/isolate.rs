@@ -197,7 +197,7 @@ fn parent<T: DeserializeOwned>(
         }
         sys::poll_until(&mut fds, Some(deadline)).map_err(OpError::Lost)?;
         rt.sigchld.drain();
-        rt.read_input().map_err(OpError::Lost)?;
+        rt.read_input(None).map_err(OpError::Lost)?;
         while open {
             // SAFETY: reading into a buffer of its own length from a descriptor we own.
             let n = unsafe { libc::read(read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };

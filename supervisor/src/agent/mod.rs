@@ -7,6 +7,10 @@
 //! - `run_command` starts one program, without a shell, in a session of its own as the script's
 //!   uid; when it ends (or its timeout passes) every process but the supervisor is killed before
 //!   the next step ([`command`]).
+//! - Under a run-time policy (`Runtime::enforce`) each `run_command` step runs under it as a
+//!   session's command does: its events and held operations go to the host as frames, and the
+//!   host's decisions are read from its stream while the step runs (the step's deadline keeps
+//!   running meanwhile). File steps are decided by the host before the job is sent.
 //! - File steps and artifact collection run in a forked child ([`isolate`]), as the script's uid,
 //!   on paths opened beneath a handle of their root that refuse every symlink ([`fsafe`]).
 
@@ -18,7 +22,11 @@ pub(crate) mod isolate;
 mod patch;
 
 use std::os::fd::RawFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use scriptgate_supervisor::HostKind;
+use scriptgate_supervisor::enforcement::{ApprovalDecision, Enforce};
 
 use scriptgate_supervisor::job::{
     ArtifactEntry, CheckedAction, CheckedJob, CheckedStep, ErrorType, JobEnd, JobError, JobStatus,
@@ -30,6 +38,7 @@ pub(crate) use collect::ArtifactOut;
 pub(crate) use files::{stage, staging_name};
 pub(crate) use fsafe::{Dir, Roots};
 
+use crate::enforce::{Decisions, Sink as EnforceSink};
 use crate::identity::Split;
 use crate::input::HostInput;
 use crate::sys::{self, SignalFd};
@@ -61,6 +70,10 @@ pub(crate) struct Runtime {
     pub(crate) split: Option<Split>,
     pub(crate) sigchld: SignalFd,
     pub(crate) input: Option<HostInput>,
+    /// The run-time policy of every `run_command` step, and where its events go.
+    pub(crate) enforce: Option<(Enforce, Arc<dyn EnforceSink>)>,
+    /// A session's job: messages other than decisions wait for the session's loop.
+    pub(crate) defer_messages: bool,
 }
 
 impl Runtime {
@@ -84,6 +97,8 @@ impl Runtime {
             split,
             sigchld,
             input,
+            enforce: None,
+            defer_messages: false,
         }
     }
 
@@ -91,12 +106,29 @@ impl Runtime {
         self.input.as_ref().and_then(HostInput::fd)
     }
 
-    /// Reads the host's stream if it has anything (an unexpected message is an error).
-    pub(crate) fn read_input(&mut self) -> Result<(), String> {
-        match &mut self.input {
-            Some(input) => input.read_available(),
-            None => Ok(()),
+    /// Reads the host's stream if it has anything: approval decisions (under a policy) go to
+    /// `decisions`, the running step's enforcement (one for no step is dropped: its operation
+    /// ended already); a session's other messages wait; anything else is an error.
+    pub(crate) fn read_input(&mut self, decisions: Option<&Decisions>) -> Result<(), String> {
+        let Some(input) = &mut self.input else {
+            return Ok(());
+        };
+        for (kind, message) in input.read_available()? {
+            if kind == HostKind::ApprovalDecision as u8 && self.enforce.is_some() {
+                let decision: ApprovalDecision = serde_json::from_slice(&message)
+                    .map_err(|e| format!("a malformed approval decision: {e}"))?;
+                if let Some(decisions) = decisions {
+                    decisions.deliver(decision);
+                }
+            } else if self.defer_messages {
+                input.defer(kind, message);
+            } else {
+                return Err(format!(
+                    "unexpected message of kind {kind} while a job runs"
+                ));
+            }
         }
+        Ok(())
     }
 }
 
@@ -130,6 +162,7 @@ pub(crate) fn run(
             duration_ms: millis(started.elapsed()),
             result: output,
             error: error.clone(),
+            events: None,
         };
         sink.step_finished(index, &result)?;
         if let Some(e) = error

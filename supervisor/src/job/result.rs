@@ -65,6 +65,10 @@ pub struct StepResult {
     /// What the step produced (also for some failures: a command's exit code and output).
     pub result: Option<StepOutput>,
     pub error: Option<JobError>,
+    /// What a `run_command` step did under the job's run-time policy (the host gathers it from
+    /// the step's `Events` frames; absent without a policy and for file steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<scriptgate_policy::events::Events>,
 }
 
 impl StepResult {
@@ -76,6 +80,7 @@ impl StepResult {
             duration_ms: 0,
             result: None,
             error: None,
+            events: None,
         }
     }
 }

@@ -11,8 +11,9 @@
 //!
 //! A session with a run-time policy runs each command under it (`enforce`, one monitor thread
 //! per command, finished before the command's end is reported); the host's approval decisions
-//! arrive as messages of this loop. Such a session refuses jobs (`RunJob`): a job's steps would
-//! otherwise run outside the policy.
+//! arrive as messages of this loop. A job in such a session runs its `run_command` steps under
+//! the session's policy; while it runs, the decisions are read by the job agent and the
+//! session's other messages wait for this loop.
 
 mod command;
 mod files;
@@ -251,11 +252,6 @@ impl Session {
                     Err(e) => self.refuse(None, None, format!("malformed decision: {e}")),
                 }
             }
-            Some(HostKind::RunJob) if self.enforce.is_some() => self.refuse(
-                None,
-                None,
-                "this session runs under a run-time policy; jobs in it are not supported (they would run outside the policy)".into(),
-            ),
             Some(HostKind::RunJob) => match serde_json::from_slice::<RunJob>(message) {
                 Ok(run) => self.job(run),
                 Err(e) => self.refuse(None, None, format!("malformed job: {e}")),
@@ -328,10 +324,22 @@ impl Session {
             return self.refuse(None, None, "a command is running".into());
         }
         let started_at = OffsetDateTime::now_utc();
+        // Under the session's policy the agent reads the host's decisions while a step runs.
+        if let Some(enforce) = &self.enforce {
+            self.rt.enforce = Some((enforce.clone(), self.sink.clone()));
+            self.rt.input = Some(std::mem::take(&mut self.input));
+            self.rt.defer_messages = true;
+        }
         let end = match hostjob::checked(&run, &self.rt.image_path, started_at) {
-            Ok(job) => agent::run(&job, &mut self.rt, &mut Frames, started_at)?,
-            Err(refused) => refused.report(&mut Frames)?,
+            Ok(job) => agent::run(&job, &mut self.rt, &mut Frames, started_at),
+            Err(refused) => refused.report(&mut Frames),
         };
+        if let Some(input) = self.rt.input.take() {
+            self.input = input;
+        }
+        self.rt.enforce = None;
+        self.rt.defer_messages = false;
+        let end = end?;
         command::kill_everything();
         let frame = JobEndFrame {
             nonce: run.nonce,

@@ -106,7 +106,9 @@ async fn without_authentication_an_unknown_policy_is_a_schema_error_naming_the_v
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_run_under_a_policy_with_files_or_artifacts_is_refused_not_run_unenforced() {
+async fn a_run_under_a_policy_with_files_or_artifacts_goes_to_the_sandbox_under_it() {
+    // The fake sandbox cannot enforce a policy (as gVisor cannot): such a run reaches it with
+    // the policy and nothing runs, the reason in the result.
     let s = Service::fake(FakeRunner::new(), |_| {}).await;
     for extra in [
         json!({"files": [{"path": "a.txt", "content": "x"}]}),
@@ -117,15 +119,17 @@ async fn a_run_under_a_policy_with_files_or_artifacts_is_refused_not_run_unenfor
             .expect("object")
             .extend(extra.as_object().expect("object").clone());
         let (status, out) = post(&s, "/v1/execute", None, body).await;
-        assert_eq!(status, 400, "{out}");
-        assert_eq!(out["error"]["type"], "schema_error", "{out}");
+        assert_eq!(status, 200, "{out}");
+        assert_eq!(out["policy"], "strict", "{out}");
+        assert_eq!(out["error"]["type"], "internal_error", "{out}");
         assert!(
             out["error"]["message"]
                 .as_str()
-                .is_some_and(|m| m.contains("`strict`")),
+                .is_some_and(|m| m.contains("cannot enforce a run-time policy")),
             "{out}"
         );
     }
+    assert!(s.runner().jobs().is_empty(), "nothing ran unenforced");
     // The same workspace without a policy runs.
     let mut body = script("print(1)", None);
     body["files"] = json!([{"path": "a.txt", "content": "x"}]);
@@ -230,17 +234,20 @@ async fn secrets_in_output_are_redacted_unless_configured_off() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_job_gets_its_tokens_policy_too_and_is_refused_rather_than_run_unenforced() {
+async fn a_job_gets_its_tokens_policy_too_and_never_runs_unenforced() {
     let s = Service::fake(FakeRunner::new(), secured).await;
     let job = json!({"protocol_version": "1.0", "steps": [
         {"id": "l", "type": "list_tree", "arguments": {"path": "/workspace"}}]});
     // ci-bot's default policy applies to its jobs as to its scripts.
+    // The fake cannot enforce it (as gVisor cannot): the job fails, nothing ran.
     let (status, body) = post(&s, "/v1/jobs", Some(CI), job.clone()).await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["policy"], "strict", "{body}");
+    assert_eq!(body["status"], "failure", "{body}");
     assert!(
         body["error"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("(`strict`)")),
+            .is_some_and(|m| m.contains("cannot enforce a run-time policy")),
         "{body}"
     );
     // A policy the token may not select is 403 for jobs too.

@@ -286,12 +286,16 @@ async fn files_in_and_out_are_decided_by_file_rules_before_anything_is_recorded(
             .is_some_and(|m| m.contains("read of /workspace/out/*.key: rule `no-keys-out`")),
         "{out}"
     );
-    // Allowed files: still refused, since a run with files cannot be enforced yet.
+    // Allowed files: the run goes to the sandbox under its policy (the fake cannot enforce one,
+    // so nothing runs: fail closed).
     script["artifacts"] = json!(["out/*.txt"]);
     let (status, out) = s.post("/v1/execute", &script).await;
-    assert_eq!(
-        (status, out["error"]["type"].clone()),
-        (400, json!("schema_error")),
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["policy"], "gate", "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot enforce a run-time policy")),
         "{out}"
     );
 
@@ -323,16 +327,19 @@ async fn files_in_and_out_are_decided_by_file_rules_before_anything_is_recorded(
             .is_some_and(|m| m.contains("denies read of /workspace/a/b.key")),
         "{out}"
     );
-    // A job whose files pass is refused all the same: the job agent cannot enforce the policy.
+    // A job whose files pass goes to the sandbox under its policy; the fake cannot enforce one,
+    // so nothing runs and the result says why.
     let clean = json!({"protocol_version": "1.0", "policy": "gate", "steps": [
         {"id": "w", "type": "write_file", "arguments": {"path": "notes.txt", "content": "x"}}]});
     let (status, out) = s.post("/v1/jobs", &clean).await;
-    assert_eq!(status, 400, "{out}");
-    assert_eq!(out["error"]["type"], "schema_error");
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["status"], "failure", "{out}");
+    assert_eq!(out["policy"], "gate", "{out}");
+    assert_eq!(out["steps"][0]["status"], "skipped", "{out}");
     assert!(
-        out["error"]["message"].as_str().is_some_and(
-            |m| m.starts_with("policy: a job cannot run under a run-time policy (`gate`)")
-        ),
+        out["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot enforce a run-time policy")),
         "{out}"
     );
     let (status, out) = s.post("/v1/jobs", &job("notes.txt", Some("nope"))).await;

@@ -348,27 +348,3 @@ async fn a_sandbox_that_cannot_enforce_refuses_a_session_with_a_policy() {
     create(&s, json!({})).await;
     s.stop().await;
 }
-
-/// The job agent does not enforce a policy yet, so a session under one refuses jobs before they
-/// reach the sandbox (fail closed, as `POST /v1/jobs` does), and stays usable.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_session_under_a_policy_refuses_jobs_and_stays_ready() {
-    let s = Service::fake(FakeRunner::new(), |_| {}).await;
-    let id = create(&s, json!({"policy": "default"})).await;
-    let job = json!({"protocol_version": "1.0", "steps": [
-        {"id": "w", "type": "write_file", "arguments": {"path": "a.txt", "content": "x"}}
-    ]});
-    let (status, out) = post(&s, &format!("/v1/sessions/{id}/jobs"), job).await;
-    assert_eq!(status, 400, "{out}");
-    assert_eq!(out["error"]["type"], "schema_error", "{out}");
-    assert!(
-        out["error"]["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("policy"),
-        "{out}"
-    );
-    let (_, view) = get(&s, &format!("/v1/sessions/{id}")).await;
-    assert_eq!(view["state"], "ready", "{view}");
-    s.stop().await;
-}

@@ -114,6 +114,22 @@ fn every_output() -> Vec<StepOutput> {
     ]
 }
 
+/// Events of a command under a policy: one process, one left out.
+fn a_command_event() -> scriptgate_policy::events::Events {
+    use scriptgate_policy::events::{Event, Events, ProcessEvent};
+    let mut events = Events::with_cap(1);
+    for pid in [7, 8] {
+        events.push(Event::Process(ProcessEvent {
+            pid,
+            argv: vec!["ls".into()],
+            cwd: "/workspace".into(),
+            decision: scriptgate_policy::Decision::Allow,
+            rule: Some("any".into()),
+        }));
+    }
+    events
+}
+
 #[test]
 fn the_documented_result_is_the_protocols_result() {
     let types = [
@@ -134,6 +150,9 @@ fn the_documented_result_is_the_protocols_result() {
         let mut step = StepResult::skipped(ids[i], types[i]);
         step.status = StepStatus::Success;
         step.result = Some(output);
+        if types[i] == StepType::RunCommand {
+            step.events = Some(a_command_event());
+        }
         builder.record(i, step).expect("recorded");
     }
     let result = builder.finish(JobEnd {
@@ -151,8 +170,15 @@ fn the_documented_result_is_the_protocols_result() {
         result,
         execution_id: uuid::Uuid::nil(),
         validation: Vec::new(),
+        policy: Some("strict".into()),
+        events: Some(a_command_event()),
     };
     let written = serde_json::to_value(&out).expect("json");
+    assert_eq!(
+        written["steps"][0]["events"]["processes"][0]["argv"][0],
+        "ls"
+    );
+    assert!(written["steps"][1].get("events").is_none(), "{written}");
     let doc: JobOutDoc =
         serde_json::from_value(written.clone()).expect("the documented shape reads it");
     assert_eq!(
