@@ -39,6 +39,7 @@ pub struct PyKinds {
     concatenated_string: u16,
     binary_operator: u16,
     parenthesized_expression: u16,
+    conditional_expression: u16,
     subscript: u16,
     slice: u16,
     integer: u16,
@@ -92,6 +93,7 @@ impl PyKinds {
             concatenated_string: k("concatenated_string"),
             binary_operator: k("binary_operator"),
             parenthesized_expression: k("parenthesized_expression"),
+            conditional_expression: k("conditional_expression"),
             subscript: k("subscript"),
             slice: k("slice"),
             integer: k("integer"),
@@ -143,7 +145,11 @@ pub(crate) fn function_of(call: Node<'_>) -> Option<Node<'_>> {
 
 pub(super) fn is_name_expr(k: &PyKinds, node: Node<'_>) -> bool {
     let kind = node.kind_id();
-    kind == k.identifier || kind == k.attribute || kind == k.call || kind == k.subscript
+    kind == k.identifier
+        || kind == k.attribute
+        || kind == k.call
+        || kind == k.subscript
+        || kind == k.conditional_expression
 }
 
 pub(super) fn ident(node: Node<'_>, src: &str) -> String {

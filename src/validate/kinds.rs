@@ -143,6 +143,8 @@ impl Kinds {
             "augmented_assignment",
             "for_statement",
             "as_pattern",
+            // `opts.update(shell=True)` adds to a dict a later `**opts` passes
+            "call",
         ];
         let py_table = table(
             &py,

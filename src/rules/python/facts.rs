@@ -37,6 +37,9 @@ pub struct PyFacts<'t> {
     pub(super) containers: HashMap<String, Option<Vec<String>>>,
     /// The expression each name is bound to.
     pub(super) bindings: HashMap<String, Binding<'t>>,
+    /// Entries put into a name's dict after it was bound (`opts["shell"] = True`,
+    /// `opts.update(shell=True)`, `opts.setdefault("shell", True)`): key and value.
+    pub(super) dict_updates: HashMap<String, Vec<(String, Node<'t>)>>,
 }
 
 impl<'t> PyFacts<'t> {
@@ -53,6 +56,8 @@ impl<'t> PyFacts<'t> {
             self.observe_augmented(k, node, src);
         } else if kind == k.for_statement {
             self.observe_for(k, node, src);
+        } else if kind == k.call {
+            self.observe_dict_update(k, node, src);
         } else if kind == k.as_pattern {
             // `with value as name` (and `except E as name`)
             if let (Some(value), Some(alias)) = (node.child(0), node.child_by_field_id(k.f_alias))
@@ -62,6 +67,46 @@ impl<'t> PyFacts<'t> {
                 self.consts.insert(ident(name, src), None);
             }
         }
+    }
+
+    /// Whether `name` is bound once to a dict literal or a `dict(…)` call.
+    fn is_dict(&self, k: &PyKinds, name: &str, src: &str) -> bool {
+        match self.bindings.get(name) {
+            Some(Binding::Value(v)) if v.kind_id() == k.dictionary => true,
+            Some(Binding::Value(v)) if v.kind_id() == k.call => super::function_of(*v)
+                .is_some_and(|f| f.kind_id() == k.identifier && text_of(f, src) == "dict"),
+            _ => false,
+        }
+    }
+
+    /// `opts.update(shell=True)`, `opts.setdefault("shell", True)` on a name bound to a dict.
+    fn observe_dict_update(&mut self, k: &PyKinds, call: Node<'t>, src: &str) {
+        let Some(func) = super::function_of(call) else {
+            return;
+        };
+        let (Some(object), Some(method)) = (
+            func.child_by_field_id(k.f_object),
+            func.child_by_field_id(k.f_attribute),
+        ) else {
+            return;
+        };
+        let method = text_of(method, src);
+        if (method != "update" && method != "setdefault")
+            || object.kind_id() != k.identifier
+            || !self.is_dict(k, &ident(object, src), src)
+        {
+            return;
+        }
+        let name = ident(object, src);
+        let sem = PySem::new(k, self, src);
+        let mut entries = sem.keywords(call);
+        if method == "setdefault"
+            && let [key, value] = sem.positional(call)[..]
+            && let Some(key) = sem.fold(key)
+        {
+            entries.push((key, value));
+        }
+        self.dict_updates.entry(name).or_default().extend(entries);
     }
 
     fn record(&mut self, name: String, binding: Binding<'t>) {
@@ -128,6 +173,26 @@ impl<'t> PyFacts<'t> {
         ) else {
             return;
         };
+        if left.kind_id() == k.subscript
+            && let (Some(object), Some(key)) = (
+                left.child_by_field_id(k.f_value),
+                left.child_by_field_id(k.f_subscript),
+            )
+            && object.kind_id() == k.identifier
+            && self.is_dict(k, &ident(object, src), src)
+        {
+            // `opts["shell"] = True`: one more entry of a dict
+            let name = ident(object, src);
+            if let Some(key) = PySem::new(k, self, src).fold(key) {
+                self.dict_updates
+                    .entry(name.clone())
+                    .or_default()
+                    .push((key, right));
+            }
+            self.consts.insert(name.clone(), None);
+            self.containers.insert(name, None);
+            return;
+        }
         if left.kind_id() == k.subscript || left.kind_id() == k.attribute {
             // `table[key] = …`, `obj.attr = …`: the object changes; the key is only read.
             let mut object = left;

@@ -342,10 +342,15 @@ impl<'a> PySem<'a> {
         let k = self.k;
         let kind = node.kind_id();
         if kind == k.identifier {
-            return match self.binding(&ident(node, self.src)) {
+            let name = ident(node, self.src);
+            let mut pairs = match self.binding(&name) {
                 Some(Binding::Value(v)) => self.mapping_pairs(v, depth + 1),
                 _ => Vec::new(),
             };
+            if let Some(updates) = self.facts.dict_updates.get(&name) {
+                pairs.extend(updates.iter().cloned());
+            }
+            return pairs;
         }
         if kind == k.dictionary {
             return children(node)

@@ -71,6 +71,13 @@ impl PySem<'_> {
             node.named_child(0)
                 .map(|n| self.names_at(n, d))
                 .unwrap_or_default()
+        } else if kind == k.conditional_expression {
+            // `a if cond else b`: either value
+            [node.named_child(0), node.named_child(2)]
+                .into_iter()
+                .flatten()
+                .flat_map(|n| self.names_at(n, d))
+                .collect()
         } else if kind == k.call {
             self.names_of_call_result(node, d)
         } else if kind == k.subscript {
@@ -197,7 +204,8 @@ impl PySem<'_> {
         let mut out = Vec::new();
         for base in self.names_at(value, d) {
             match base.as_str() {
-                "sys.modules" | "__builtins__" | "builtins" => out.push(key.clone()),
+                // `vars(builtins)` is `builtins.__dict__`, which [`Self::names`] shortens
+                "sys.modules" | "__builtins__" | "builtins" | "__dict__" => out.push(key.clone()),
                 GLOBALS => out.extend(
                     self.facts
                         .aliases
