@@ -24,6 +24,16 @@ async fn create(s: &Service) -> String {
     out["session_id"].as_str().expect("id").to_string()
 }
 
+/// `POST /v1/sessions` with the defaults, for the answers whose headers count.
+async fn post_session(s: &Service) -> reqwest::Response {
+    s.client
+        .post(format!("{}/v1/sessions", s.url))
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("create")
+}
+
 fn error_type(body: &Value) -> Option<&str> {
     body["error"]["type"].as_str()
 }
@@ -348,13 +358,7 @@ async fn caps_answer_429_and_stopped_sessions_do_not_count() {
     .await;
     let first = create(&s).await;
     create(&s).await;
-    let response = s
-        .client
-        .post(format!("{}/v1/sessions", s.url))
-        .json(&json!({}))
-        .send()
-        .await
-        .expect("create");
+    let response = post_session(&s).await;
     assert_eq!(response.status().as_u16(), 429);
     assert!(response.headers().get("retry-after").is_some());
     let body: Value = response.json().await.expect("json");
@@ -373,7 +377,11 @@ async fn caps_answer_429_and_stopped_sessions_do_not_count() {
 #[tokio::test]
 async fn an_engine_that_is_down_answers_503_and_leaves_a_stopped_record() {
     let s = Service::fake(FakeRunner::new().down(), |_| {}).await;
-    let (status, out) = s.post("/v1/sessions", &json!({})).await;
+    let response = post_session(&s).await;
+    // As the contract says (openapi::EngineUnavailable): retry after `Retry-After` seconds.
+    assert!(response.headers().get("retry-after").is_some());
+    let status = response.status().as_u16();
+    let out: Value = response.json().await.expect("json");
     assert_eq!(
         (status, error_type(&out)),
         (503, Some("engine_unavailable")),
