@@ -4,31 +4,19 @@
 //! that cannot enforce one. The fake session reports each command as a process and `DENY PATH`
 //! as a denied write (see `fake.rs`).
 
-use scriptgate::auth::TokenSpec;
 use scriptgate::config::Config;
-use scriptgate::policy::AgentPolicy;
 use serde_json::{Value, json};
 
+use crate::api::session::create;
+use crate::api::{get, post_in_background};
 use crate::fake::FakeRunner;
-use crate::harness::Service;
+use crate::harness::{self, Service};
 
 const AGENT: &str = "agent-token-session-policy-81d0aa";
 const CI: &str = "agent-token-session-policy-ci-5e21c3";
 
 fn secured(c: &mut Config) {
-    let token = |name: &str, token: &str| TokenSpec {
-        name: name.into(),
-        token: Some(token.into()),
-        sha256: None,
-    };
-    c.agent_tokens = vec![token("research-bot", AGENT), token("ci-bot", CI)];
-    c.policy.agents.insert(
-        "ci-bot".into(),
-        AgentPolicy {
-            default: Some("strict".into()),
-            selectable: vec!["audit".into()],
-        },
-    );
+    harness::two_agents(c, AGENT, CI);
 }
 
 async fn call(
@@ -52,16 +40,6 @@ async fn call(
 
 async fn post(s: &Service, path: &str, body: Value) -> (u16, Value) {
     call(s, reqwest::Method::POST, path, None, Some(body)).await
-}
-
-async fn get(s: &Service, path: &str) -> (u16, Value) {
-    call(s, reqwest::Method::GET, path, None, None).await
-}
-
-async fn create(s: &Service, body: Value) -> String {
-    let (status, out) = post(s, "/v1/sessions", body).await;
-    assert_eq!(status, 201, "{out}");
-    out["session_id"].as_str().expect("id").to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -239,20 +217,8 @@ async fn live_events_arrive_while_the_command_runs_and_the_stream_ends_with_the_
         .await
         .expect("subscribe");
     assert_eq!(response.status().as_u16(), 200);
-    let running = {
-        let (client, url, id) = (s.client.clone(), s.url.clone(), id.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{url}/v1/sessions/{id}/exec"))
-                .json(&json!({"command": "BLOCK DENY /etc/y"}))
-                .send()
-                .await
-                .expect("exec")
-                .json::<Value>()
-                .await
-                .expect("result")
-        })
-    };
+    let body = json!({"command": "BLOCK DENY /etc/y"});
+    let running = post_in_background(&s, &format!("/v1/sessions/{id}/exec"), body);
     let mut buf = String::new();
     while !buf.contains("\n\n") {
         let chunk = response.chunk().await.expect("chunk").expect("an event");

@@ -4,25 +4,10 @@
 
 use serde_json::{Value, json};
 
+use crate::api::get;
+use crate::api::session::create;
 use crate::fake::FakeRunner;
 use crate::harness::Service;
-
-async fn get(s: &Service, path: &str) -> (u16, Value) {
-    let r = s
-        .client
-        .get(format!("{}{path}", s.url))
-        .send()
-        .await
-        .expect("request");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn create(s: &Service) -> String {
-    let (status, out) = s.post("/v1/sessions", &json!({})).await;
-    assert_eq!(status, 201, "{out}");
-    out["session_id"].as_str().expect("id").to_string()
-}
 
 /// `POST /v1/sessions` with the defaults, for the answers whose headers count.
 async fn post_session(s: &Service) -> reqwest::Response {
@@ -256,7 +241,7 @@ async fn bad_requests_are_refused_before_anything_runs() {
         0
     );
 
-    let id = create(&s).await;
+    let id = create(&s, json!({})).await;
     let exec = format!("/v1/sessions/{id}/exec");
     for body in [
         json!({}),
@@ -296,7 +281,7 @@ async fn bad_requests_are_refused_before_anything_runs() {
 #[tokio::test]
 async fn a_busy_session_answers_409_and_a_kill_ends_the_command() {
     let s = Service::fake(FakeRunner::new(), |_| {}).await;
-    let id = create(&s).await;
+    let id = create(&s, json!({})).await;
     let events = s
         .client
         .post(format!("{}/v1/sessions/{id}/exec/stream", s.url))
@@ -356,8 +341,8 @@ async fn caps_answer_429_and_stopped_sessions_do_not_count() {
         c.sessions.max_total = 2;
     })
     .await;
-    let first = create(&s).await;
-    create(&s).await;
+    let first = create(&s, json!({})).await;
+    create(&s, json!({})).await;
     let response = post_session(&s).await;
     assert_eq!(response.status().as_u16(), 429);
     assert!(response.headers().get("retry-after").is_some());
@@ -370,7 +355,7 @@ async fn caps_answer_429_and_stopped_sessions_do_not_count() {
         .await
         .expect("delete");
     assert_eq!(deleted.status().as_u16(), 204);
-    create(&s).await;
+    create(&s, json!({})).await;
     s.stop().await;
 }
 
@@ -429,7 +414,7 @@ async fn after_a_restart_every_session_of_the_previous_process_answers_stopped()
         "{view}"
     );
     // A session open at a graceful stop is stopped by it, and says so after the restart.
-    let id = create(&s).await;
+    let id = create(&s, json!({})).await;
     s.stop().await;
     let dir = data.clone();
     let s = Service::fake(FakeRunner::new(), move |c| c.data_dir = Some(dir)).await;
