@@ -29,6 +29,29 @@ pub async fn get_json(s: &Service, path: &str) -> Value {
         .expect("json")
 }
 
+/// `method path` with an optional bearer token and JSON body: the status and the JSON answer
+/// (null when there is none).
+pub async fn call(
+    s: &Service,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = s
+        .client
+        .request(method.parse().expect("method"), format!("{}{path}", s.url));
+    if let Some(t) = bearer {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let response = req.send().await.expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
 /// The stored record of execution `id` (`GET /v1/executions/{id}`).
 pub async fn stored(s: &Service, id: &str) -> Value {
     get_json(s, &format!("/v1/executions/{id}")).await

@@ -149,14 +149,18 @@ impl Setup {
     }
 }
 
-/// Two agents: `research-bot` (`agent`), who may select any policy, and `ci-bot` (`ci`), whose
-/// runs default to `strict` and who may select `audit` besides.
-pub fn two_agents(config: &mut Config, agent: &str, ci: &str) {
-    let token = |name: &str, token: &str| scriptgate::auth::TokenSpec {
+/// A bearer token `token` named `name`, as the configuration lists it.
+pub fn token(name: &str, token: &str) -> scriptgate::auth::TokenSpec {
+    scriptgate::auth::TokenSpec {
         name: name.into(),
         token: Some(token.into()),
         sha256: None,
-    };
+    }
+}
+
+/// Two agents: `research-bot` (`agent`), who may select any policy, and `ci-bot` (`ci`), whose
+/// runs default to `strict` and who may select `audit` besides.
+pub fn two_agents(config: &mut Config, agent: &str, ci: &str) {
     config.agent_tokens = vec![token("research-bot", agent), token("ci-bot", ci)];
     config.policy.agents.insert(
         "ci-bot".into(),

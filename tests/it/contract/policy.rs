@@ -5,7 +5,7 @@
 use scriptgate::config::Config;
 use serde_json::{Value, json};
 
-use crate::api::stored;
+use crate::api::{call, stored};
 use crate::fake::{Answer, FakeRunner};
 use crate::harness::{self, Service};
 
@@ -17,13 +17,7 @@ fn secured(c: &mut Config) {
 }
 
 async fn post(s: &Service, path: &str, bearer: Option<&str>, body: Value) -> (u16, Value) {
-    let mut req = s.client.post(format!("{}{path}", s.url)).json(&body);
-    if let Some(t) = bearer {
-        req = req.bearer_auth(t);
-    }
-    let response = req.send().await.expect("request");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    call(s, "POST", path, bearer, Some(body)).await
 }
 
 fn script(text: &str, policy: Option<&str>) -> Value {

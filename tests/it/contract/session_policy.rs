@@ -8,7 +8,7 @@ use scriptgate::config::Config;
 use serde_json::{Value, json};
 
 use crate::api::session::create;
-use crate::api::{get, post_in_background};
+use crate::api::{call, get, post_in_background};
 use crate::fake::FakeRunner;
 use crate::harness::{self, Service};
 
@@ -19,27 +19,8 @@ fn secured(c: &mut Config) {
     harness::two_agents(c, AGENT, CI);
 }
 
-async fn call(
-    s: &Service,
-    method: reqwest::Method,
-    path: &str,
-    bearer: Option<&str>,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = s.client.request(method, format!("{}{path}", s.url));
-    if let Some(t) = bearer {
-        req = req.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let response = req.send().await.expect("request");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
 async fn post(s: &Service, path: &str, body: Value) -> (u16, Value) {
-    call(s, reqwest::Method::POST, path, None, Some(body)).await
+    call(s, "POST", path, None, Some(body)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -47,7 +28,7 @@ async fn a_token_selects_only_its_policies_and_its_default_applies_unasked() {
     let s = Service::fake(FakeRunner::new(), secured).await;
     let (status, body) = call(
         &s,
-        reqwest::Method::POST,
+        "POST",
         "/v1/sessions",
         Some(AGENT),
         Some(json!({"policy": "audit"})),
@@ -60,31 +41,17 @@ async fn a_token_selects_only_its_policies_and_its_default_applies_unasked() {
         s.runner().calls.load(std::sync::atomic::Ordering::SeqCst),
         0
     );
-    let (status, created) = call(
-        &s,
-        reqwest::Method::POST,
-        "/v1/sessions",
-        Some(CI),
-        Some(json!({})),
-    )
-    .await;
+    let (status, created) = call(&s, "POST", "/v1/sessions", Some(CI), Some(json!({}))).await;
     assert_eq!(status, 201, "{created}");
     let id = created["session_id"].as_str().expect("id");
     let path = format!("/v1/sessions/{id}");
-    let (_, view) = call(&s, reqwest::Method::GET, &path, Some(CI), None).await;
+    let (_, view) = call(&s, "GET", &path, Some(CI), None).await;
     assert_eq!(view["policy"], "strict", "{view}");
     // Without a policy of its own or a default, a session is not enforced.
-    let (status, plain) = call(
-        &s,
-        reqwest::Method::POST,
-        "/v1/sessions",
-        Some(AGENT),
-        Some(json!({})),
-    )
-    .await;
+    let (status, plain) = call(&s, "POST", "/v1/sessions", Some(AGENT), Some(json!({}))).await;
     assert_eq!(status, 201, "{plain}");
     let path = format!("/v1/sessions/{}", plain["session_id"].as_str().expect("id"));
-    let (_, view) = call(&s, reqwest::Method::GET, &path, Some(AGENT), None).await;
+    let (_, view) = call(&s, "GET", &path, Some(AGENT), None).await;
     assert_eq!(view["policy"], Value::Null, "{view}");
     s.stop().await;
 }
