@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::api::get;
 use crate::api::session::{create, exec, line};
-use crate::harness::{self, Service};
+use crate::harness::{self, Service, token};
 
 async fn put(s: &Service, id: &str, path: &str, data: Vec<u8>) -> (u16, Value) {
     let r = s
@@ -311,7 +311,6 @@ async fn a_balloon_kill_of_every_process_and_an_endless_command_end_that_command
 
 #[tokio::test]
 async fn a_thousand_sessions_requested_at_once_get_the_caps_and_leak_nothing() {
-    use scriptgate::auth::TokenSpec;
     const AGENTS: [(&str, &str); 2] = [
         ("burst-a", "burst-token-a-5d1f0c"),
         ("burst-b", "burst-token-b-8e2a7b"),
@@ -322,11 +321,7 @@ async fn a_thousand_sessions_requested_at_once_get_the_caps_and_leak_nothing() {
         c.sessions.max_total = 3;
         c.agent_tokens = AGENTS
             .iter()
-            .map(|(name, token)| TokenSpec {
-                name: (*name).into(),
-                token: Some((*token).into()),
-                sha256: None,
-            })
+            .map(|(name, secret)| token(name, secret))
             .collect();
     })
     .await;
