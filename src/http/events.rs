@@ -15,7 +15,7 @@ use super::AppState;
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
 use super::params::{IdParam, Query};
-use super::sse::{EventsQuery, Relay, kinds, respond};
+use super::sse::{BadEventsQuery, EventsQuery, Relay, kinds, respond};
 use crate::auth::Caller;
 use crate::executions::{Executions, LiveEvent, Watch};
 
@@ -68,8 +68,7 @@ impl Watcher {
     params(("id" = uuid::Uuid, Path, description = "The execution id"), EventsQuery),
     responses(
         (status = 200, description = "A `text/event-stream` of the run's events.", content_type = "text/event-stream", body = String),
-        (status = 400, description = "The id is not a UUID, or `types` names an unknown kind.", body = ErrorBody,
-            example = json!({"error": {"type": "schema_error", "message": "types: unknown kind `disk` (there are: file, process, network, blocked)"}})),
+        BadEventsQuery,
         (status = 404, description = "No such execution (or not this agent's).", body = ErrorBody,
             example = json!({"error": {"type": "not_found", "message": "no such execution"}})),
     ),

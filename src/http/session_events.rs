@@ -14,7 +14,7 @@ use super::AppState;
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
 use super::params::{IdParam, Query, page_limit};
-use super::sse::{EventsQuery, Relay, kinds, respond};
+use super::sse::{BadEventsQuery, EventsQuery, Relay, kinds, respond};
 use crate::sessions::{EventEntry, EventPage};
 
 /// The most events one history page holds (and its default size).
@@ -33,8 +33,7 @@ const MAX_PAGE: u64 = 1000;
     params(("id" = Uuid, Path, description = "The session id"), EventsQuery),
     responses(
         (status = 200, description = "A `text/event-stream` of the session's events.", content_type = "text/event-stream", body = String),
-        (status = 400, description = "The id is not a UUID, or `types` names an unknown kind.", body = ErrorBody,
-            example = json!({"error": {"type": "schema_error", "message": "types: unknown kind `disk` (there are: file, process, network, blocked)"}})),
+        BadEventsQuery,
         (status = 404, description = "No such session (or not this agent's).", body = ErrorBody,
             example = json!({"error": {"type": "session_not_found", "message": "no session with this id"}})),
     ),

@@ -10,7 +10,7 @@ use futures::Stream;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use crate::executions::LiveEvent;
 
 /// The kinds of event a stream carries and `?types=` names.
@@ -28,6 +28,17 @@ pub(super) struct EventsQuery {
     )]
     pub types: Option<String>,
 }
+
+/// The 400 of an event stream: a malformed id or an unknown kind in `types`. Handlers name it in
+/// `responses(…)`; it only describes the contract, no value of it is built.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 400, description = "The id is not a UUID, or `types` names an unknown kind.",
+    example = json!({"error": {"type": "schema_error", "message": "types: unknown kind `disk` (there are: file, process, network, blocked)"}}))]
+#[expect(
+    dead_code,
+    reason = "describes responses for the OpenAPI document only"
+)]
+pub(super) struct BadEventsQuery(ErrorBody);
 
 /// The kinds `types` names (all without it).
 pub(super) fn kinds(types: Option<&str>) -> Result<Vec<&'static str>, ApiError> {

@@ -100,6 +100,20 @@ pub fn audit_tail(data_dir: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// `scriptgate audit verify` of a stopped service's data directory succeeds: the chain holds.
+pub fn assert_audit_verifies(data_dir: &std::path::Path) {
+    let verify = std::process::Command::new(env!("CARGO_BIN_EXE_scriptgate"))
+        .args(["audit", "verify", "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .expect("verify");
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+}
+
 /// Sessions: create one, run commands in it.
 pub mod session {
     use super::*;

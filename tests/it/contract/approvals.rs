@@ -9,7 +9,7 @@ use scriptgate::config::Config;
 use scriptgate::domain::record::ApprovalMode;
 use serde_json::{Value, json};
 
-use crate::api::call;
+use crate::api::{assert_audit_verifies, call};
 use crate::fake::{Answer, FakeRunner};
 use crate::harness::{Service, token};
 
@@ -435,15 +435,7 @@ async fn the_audit_log_chains_and_tampering_is_detected() {
     s.stop().await;
     let scriptgate = env!("CARGO_BIN_EXE_scriptgate");
     let dir = data_dir.display().to_string();
-    let verify = std::process::Command::new(scriptgate)
-        .args(["audit", "verify", "--data-dir", &dir])
-        .output()
-        .expect("verify");
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    assert_audit_verifies(&data_dir);
     let tail = std::process::Command::new(scriptgate)
         .args(["audit", "tail", "-n", "100", "--data-dir", &dir])
         .output()

@@ -4,7 +4,9 @@
 
 use serde_json::{Value, json};
 
-use crate::api::{audit_tail, first_held, get_json, has, post_in_background, stored};
+use crate::api::{
+    assert_audit_verifies, audit_tail, first_held, get_json, has, post_in_background, stored,
+};
 use crate::harness::{Service, Setup};
 
 /// Reading /etc/hostname is denied, running `id` is logged, everything else is allowed.
@@ -116,20 +118,7 @@ async fn a_denied_read_fails_in_the_script_and_shows_in_the_result_the_record_an
             .all(|r| r["outcome"]["decision"] != "allow"),
         "only deny, approve and log decisions are audited: {decisions:?}"
     );
-    let verify = std::process::Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-        .args([
-            "audit",
-            "verify",
-            "--data-dir",
-            &data_dir.display().to_string(),
-        ])
-        .output()
-        .expect("verify");
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    assert_audit_verifies(&data_dir);
 }
 
 const HELD: &str = r#"
