@@ -19,6 +19,7 @@ use crate::domain::script::Language;
 use crate::domain::verdict::Verdict;
 use crate::domain::work::WorkspaceFile;
 use crate::executions::HeldOperation;
+use crate::sandbox::held;
 use crate::sessions::HeldOperation as SessionHeldOperation;
 
 /// A pending execution, as an operator reviews it: a script (with the files it writes and the
@@ -67,13 +68,9 @@ pub(super) struct PendingFile {
     pub encoding: String,
 }
 
-/// An operation a run-time policy holds (an `approve` rule) inside a running execution: the
-/// process waits for the decision while the execution's deadline keeps running.
+/// What both lists show of a held operation: who asked, for what, and until when.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub(super) struct HeldOperationOut {
-    /// Decide it at `POST /v1/approvals/{approval_id}`.
-    pub approval_id: Uuid,
-    pub execution_id: Uuid,
+pub(super) struct HeldRequestOut {
     pub agent: String,
     /// `exec`, `file_read`, `file_write`, `file_create`, `file_delete`, …, `net_connect`.
     #[schema(value_type = String)]
@@ -88,7 +85,7 @@ pub(super) struct HeldOperationOut {
     pub pid: u32,
     pub rule: Option<String>,
     pub message: Option<String>,
-    /// The last command lines the run executed, oldest first.
+    /// The last command lines the run (or the session's command) executed, oldest first.
     pub recent_commands: Vec<String>,
     #[serde(with = "time::serde::rfc3339")]
     pub requested_at: OffsetDateTime,
@@ -97,12 +94,10 @@ pub(super) struct HeldOperationOut {
     pub expires_at: OffsetDateTime,
 }
 
-impl From<HeldOperation> for HeldOperationOut {
-    fn from(h: HeldOperation) -> Self {
+impl<O> From<held::HeldOperation<O>> for HeldRequestOut {
+    fn from(h: held::HeldOperation<O>) -> Self {
         let r = h.request;
-        HeldOperationOut {
-            approval_id: h.id,
-            execution_id: h.execution_id,
+        HeldRequestOut {
             agent: h.agent,
             operation: r.operation,
             target: r.target,
@@ -119,6 +114,27 @@ impl From<HeldOperation> for HeldOperationOut {
     }
 }
 
+/// An operation a run-time policy holds (an `approve` rule) inside a running execution: the
+/// process waits for the decision while the execution's deadline keeps running.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub(super) struct HeldOperationOut {
+    /// Decide it at `POST /v1/approvals/{approval_id}`.
+    pub approval_id: Uuid,
+    pub execution_id: Uuid,
+    #[serde(flatten)]
+    pub request: HeldRequestOut,
+}
+
+impl From<HeldOperation> for HeldOperationOut {
+    fn from(h: HeldOperation) -> Self {
+        HeldOperationOut {
+            approval_id: h.id,
+            execution_id: h.owner,
+            request: h.into(),
+        }
+    }
+}
+
 /// An operation a session's run-time policy holds (an `approve` rule) inside a running command:
 /// the process waits for the decision while the command's deadline keeps running.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -128,46 +144,17 @@ pub(super) struct SessionOperationOut {
     pub session_id: Uuid,
     /// The command that asked.
     pub command_id: Option<Uuid>,
-    pub agent: String,
-    /// `exec`, `file_read`, `file_write`, `file_create`, `file_delete`, …, `net_connect`.
-    #[schema(value_type = String)]
-    pub operation: scriptgate_policy::events::OperationType,
-    /// The path, the command line, or `address:port`.
-    pub target: String,
-    pub command: Option<String>,
-    pub argv: Option<Vec<String>>,
-    pub cwd: String,
-    pub pid: u32,
-    pub rule: Option<String>,
-    pub message: Option<String>,
-    /// The last command lines the command executed, oldest first.
-    pub recent_commands: Vec<String>,
-    #[serde(with = "time::serde::rfc3339")]
-    pub requested_at: OffsetDateTime,
-    /// After this the operation fails (`EACCES`) and leaves the list.
-    #[serde(with = "time::serde::rfc3339")]
-    pub expires_at: OffsetDateTime,
+    #[serde(flatten)]
+    pub request: HeldRequestOut,
 }
 
 impl From<SessionHeldOperation> for SessionOperationOut {
     fn from(h: SessionHeldOperation) -> Self {
-        let r = h.request;
         SessionOperationOut {
             approval_id: h.id,
-            session_id: h.session_id,
-            command_id: h.command_id,
-            agent: h.agent,
-            operation: r.operation,
-            target: r.target,
-            command: r.command,
-            argv: r.argv,
-            cwd: r.cwd,
-            pid: r.pid,
-            rule: r.rule,
-            message: r.message,
-            recent_commands: r.recent_commands,
-            requested_at: h.requested_at,
-            expires_at: h.expires_at,
+            session_id: h.owner.session_id,
+            command_id: h.owner.command_id,
+            request: h.into(),
         }
     }
 }

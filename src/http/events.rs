@@ -7,59 +7,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{Event as SseEvent, Sse};
 use futures::Stream;
-use serde::Deserialize;
-use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
 
 use super::AppState;
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
 use super::params::{IdParam, Query};
+use super::sse::{BadEventsQuery, EventsQuery, Relay, kinds, respond};
 use crate::auth::Caller;
 use crate::executions::{Executions, LiveEvent, Watch};
 
 /// How often a stream waiting for its execution to start looks again.
 const START_POLL: Duration = Duration::from_millis(100);
 
-const KINDS: [&str; 4] = ["file", "process", "network", "blocked"];
-
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub(super) struct EventsQuery {
-    /// Comma-separated kinds to stream: `file`, `process`, `network`, `blocked` (default: all).
-    #[param(
-        example = "file,blocked",
-        pattern = "^(file|process|network|blocked)(,(file|process|network|blocked))*$"
-    )]
-    pub types: Option<String>,
-}
-
-/// The kinds `types` names (all without it).
-pub(super) fn kinds(types: Option<&str>) -> Result<Vec<&'static str>, ApiError> {
-    let Some(types) = types else {
-        return Ok(KINDS.to_vec());
-    };
-    types
-        .split(',')
-        .map(|t| {
-            KINDS.into_iter().find(|k| *k == t).ok_or_else(|| {
-                ApiError::Schema(format!(
-                    "types: unknown kind `{t}` (there are: {})",
-                    KINDS.join(", ")
-                ))
-            })
-        })
-        .collect()
-}
-
 /// Where a stream is.
 enum Phase {
     /// The execution is not running yet.
     Waiting,
-    Streaming(broadcast::Receiver<LiveEvent>),
+    Streaming(Relay<LiveEvent>),
 }
 
 struct Watcher {
@@ -72,26 +39,17 @@ struct Watcher {
 
 impl Watcher {
     /// The next SSE event, or `None` when the run is over.
-    async fn next(mut self) -> Option<(Result<SseEvent, Infallible>, Watcher)> {
+    async fn next(mut self) -> Option<(SseEvent, Watcher)> {
         loop {
             match &mut self.phase {
                 Phase::Waiting => match self.executions.watch_events(&self.caller, self.id).await {
-                    Ok(Watch::Events(rx)) => self.phase = Phase::Streaming(rx),
+                    Ok(Watch::Events(rx)) => {
+                        self.phase = Phase::Streaming(Relay::new(rx, self.kinds.clone()));
+                    }
                     Ok(Watch::NotYet) => tokio::time::sleep(START_POLL).await,
                     Ok(Watch::Over) | Err(_) => return None,
                 },
-                Phase::Streaming(rx) => match rx.recv().await {
-                    Ok(event) if self.kinds.contains(&event.kind()) => {
-                        let sse = SseEvent::default().event(event.kind()).json_data(&event);
-                        return sse.ok().map(|e| (Ok(e), self));
-                    }
-                    Ok(_) => {}
-                    Err(RecvError::Lagged(missed)) => {
-                        let e = SseEvent::default().event("lagged").data(missed.to_string());
-                        return Some((Ok(e), self));
-                    }
-                    Err(RecvError::Closed) => return None,
-                },
+                Phase::Streaming(relay) => return relay.next().await.map(|e| (e, self)),
             }
         }
     }
@@ -110,8 +68,7 @@ impl Watcher {
     params(("id" = uuid::Uuid, Path, description = "The execution id"), EventsQuery),
     responses(
         (status = 200, description = "A `text/event-stream` of the run's events.", content_type = "text/event-stream", body = String),
-        (status = 400, description = "The id is not a UUID, or `types` names an unknown kind.", body = ErrorBody,
-            example = json!({"error": {"type": "schema_error", "message": "types: unknown kind `disk` (there are: file, process, network, blocked)"}})),
+        BadEventsQuery,
         (status = 404, description = "No such execution (or not this agent's).", body = ErrorBody,
             example = json!({"error": {"type": "not_found", "message": "no such execution"}})),
     ),
@@ -134,28 +91,5 @@ pub(super) async fn stream(
         kinds,
         phase: Phase::Waiting,
     };
-    let events = futures::stream::unfold(start, Watcher::next);
-    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn types_name_known_kinds_only() {
-        assert_eq!(kinds(None).expect("all"), KINDS.to_vec());
-        assert_eq!(
-            kinds(Some("file,blocked")).expect("two"),
-            vec!["file", "blocked"]
-        );
-        // Exactly the documented pattern: no spaces, no empty kinds.
-        assert!(kinds(Some("file, blocked")).is_err());
-        assert!(kinds(Some("file,")).is_err());
-        let err = kinds(Some("file,disk")).expect_err("unknown");
-        assert_eq!(
-            err.to_string(),
-            "types: unknown kind `disk` (there are: file, process, network, blocked)"
-        );
-    }
+    Ok(respond(futures::stream::unfold(start, Watcher::next)))
 }

@@ -23,6 +23,7 @@ mod session_exec;
 mod session_files;
 mod session_jobs;
 mod sessions;
+mod sse;
 mod tools;
 mod validate;
 mod workspace;

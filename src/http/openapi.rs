@@ -254,23 +254,41 @@ impl Modify for CommonResponses {
 }
 
 /// What an operation that admits work to the sandbox answers besides its own responses: too much
-/// work in flight (429) or no engine or runner image (503), both with `Retry-After`. Handlers name
-/// it in `responses(…)`; it only describes the contract, no value of it is built.
+/// work in flight (429, [`Overloaded`]) or no engine or runner image (503,
+/// [`EngineUnavailable`]), both with `Retry-After`. Handlers name it in `responses(…)`; it only
+/// describes the contract, no value of it is built.
+pub(super) struct AdmissionResponses;
+
+impl utoipa::IntoResponses for AdmissionResponses {
+    fn responses() -> std::collections::BTreeMap<String, RefOr<Response>> {
+        let mut responses = Overloaded::responses();
+        responses.append(&mut EngineUnavailable::responses());
+        responses
+    }
+}
+
+/// The 429 of an operation that admits work to the sandbox: part of [`AdmissionResponses`].
 #[derive(utoipa::IntoResponses)]
+#[response(status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.",
+    headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
+    example = json!({"error": {"type": "overloaded", "message": "too many executions in progress; retry in 1s"}}))]
 #[expect(
     dead_code,
     reason = "describes responses for the OpenAPI document only"
 )]
-pub(super) enum AdmissionResponses {
-    #[response(status = 429, description = "More executions than `execution.max_concurrent` + `max_queue`: retry after `Retry-After` seconds.",
-        headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
-        example = json!({"error": {"type": "overloaded", "message": "too many executions in progress; retry in 1s"}}))]
-    Overloaded(ErrorBody),
-    #[response(status = 503, description = "The container engine or the runner image is unavailable: retry after `Retry-After` seconds.",
-        headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
-        example = json!({"error": {"type": "engine_unavailable", "message": "the container engine is not reachable"}}))]
-    EngineUnavailable(ErrorBody),
-}
+struct Overloaded(ErrorBody);
+
+/// The 503 of every operation that starts a sandbox (in [`AdmissionResponses`]; sessions name it
+/// beside their own 429, a cap on sessions rather than on work in flight).
+#[derive(utoipa::IntoResponses)]
+#[response(status = 503, description = "The container engine or the runner image is unavailable: retry after `Retry-After` seconds.",
+    headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
+    example = json!({"error": {"type": "engine_unavailable", "message": "the container engine is not reachable"}}))]
+#[expect(
+    dead_code,
+    reason = "describes responses for the OpenAPI document only"
+)]
+pub(super) struct EngineUnavailable(ErrorBody);
 
 const EXAMPLE_ID: &str = "0b6f1f7e-2d4c-4a8e-9c3e-5f1d2a7b9c01";
 

@@ -66,3 +66,14 @@ async fn uuid_param<S: Send + Sync>(
         .ok_or_else(|| ApiError::Internal(format!("route has no {{{name}}} parameter").into()))?;
     Uuid::parse_str(raw).map_err(|_| ApiError::Schema(format!("{name}: `{raw}` is not a UUID")))
 }
+
+/// A page's `limit` parameter: `max` without one, else between 1 and `max`.
+pub(super) fn page_limit(limit: Option<u64>, max: u64) -> Result<u64, ApiError> {
+    let limit = limit.unwrap_or(max);
+    if !(1..=max).contains(&limit) {
+        return Err(ApiError::Schema(format!(
+            "limit: must be between 1 and {max}, got {limit}"
+        )));
+    }
+    Ok(limit)
+}

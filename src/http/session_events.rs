@@ -5,45 +5,20 @@
 use std::convert::Infallible;
 
 use axum::extract::State;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{Event as SseEvent, Sse};
 use futures::Stream;
-use scriptgate_policy::events::Event;
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
 
 use super::AppState;
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
-use super::events::{EventsQuery, kinds};
-use super::params::{IdParam, Query};
+use super::params::{IdParam, Query, page_limit};
+use super::sse::{BadEventsQuery, EventsQuery, Relay, kinds, respond};
 use crate::sessions::{EventEntry, EventPage};
 
 /// The most events one history page holds (and its default size).
 const MAX_PAGE: u64 = 1000;
-
-/// The next SSE event of `rx` of one of `kinds`, or `None` when the session stopped.
-async fn next(
-    (mut rx, kinds): (broadcast::Receiver<Event>, Vec<&'static str>),
-) -> Option<(
-    Result<SseEvent, Infallible>,
-    (broadcast::Receiver<Event>, Vec<&'static str>),
-)> {
-    loop {
-        match rx.recv().await {
-            Ok(event) if kinds.contains(&event.kind()) => {
-                let sse = SseEvent::default().event(event.kind()).json_data(&event);
-                return sse.ok().map(|e| (Ok(e), (rx, kinds)));
-            }
-            Ok(_) => {}
-            Err(RecvError::Lagged(missed)) => {
-                let e = SseEvent::default().event("lagged").data(missed.to_string());
-                return Some((Ok(e), (rx, kinds)));
-            }
-            Err(RecvError::Closed) => return None,
-        }
-    }
-}
 
 /// The events of the session's commands as Server-Sent Events, from now until the session
 /// stops: each `event:` is the kind (`process`, `file`, `network`, `blocked`; `lagged` with the
@@ -58,8 +33,7 @@ async fn next(
     params(("id" = Uuid, Path, description = "The session id"), EventsQuery),
     responses(
         (status = 200, description = "A `text/event-stream` of the session's events.", content_type = "text/event-stream", body = String),
-        (status = 400, description = "The id is not a UUID, or `types` names an unknown kind.", body = ErrorBody,
-            example = json!({"error": {"type": "schema_error", "message": "types: unknown kind `disk` (there are: file, process, network, blocked)"}})),
+        BadEventsQuery,
         (status = 404, description = "No such session (or not this agent's).", body = ErrorBody,
             example = json!({"error": {"type": "session_not_found", "message": "no session with this id"}})),
     ),
@@ -72,11 +46,14 @@ pub(super) async fn stream(
     Query(query): Query<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let kinds = kinds(query.types.as_deref())?;
-    let rx = state.sessions.live_events(&caller.0, id)?;
-    let events = futures::stream::unfold(rx.map(|rx| (rx, kinds)), |s| async move {
-        next(s?).await.map(|(e, s)| (e, Some(s)))
+    let relay = state.sessions.live_events(&caller.0, id)?;
+    let relay = relay.map(|rx| Relay::new(rx, kinds));
+    // A session without a policy (or a stopped one) has no channel: the stream ends at once.
+    let events = futures::stream::unfold(relay, |relay| async move {
+        let mut relay = relay?;
+        relay.next().await.map(|e| (e, Some(relay)))
     });
-    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+    Ok(respond(events))
 }
 
 /// Which part of the history to read.
@@ -192,12 +169,7 @@ pub(super) async fn history(
     Query(q): Query<HistoryQuery>,
 ) -> Result<axum::Json<EventHistoryOut>, ApiError> {
     let kinds = kinds(q.types.as_deref())?;
-    let limit = q.limit.unwrap_or(MAX_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::Schema(format!(
-            "limit: must be between 1 and {MAX_PAGE}, got {limit}"
-        )));
-    }
+    let limit = page_limit(q.limit, MAX_PAGE)?;
     let page = state
         .sessions
         .event_history(&caller.0, id, &kinds, q.offset.unwrap_or(0), limit)?;

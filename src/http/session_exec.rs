@@ -2,10 +2,8 @@
 //! the command id, output chunks as they are produced, then the result), `kill`, paged
 //! `output`, and the `history`.
 
-use std::convert::Infallible;
-
 use axum::extract::{Path, State};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
@@ -14,7 +12,8 @@ use uuid::Uuid;
 
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
-use super::params::{IdParam, Query};
+use super::params::{IdParam, Query, page_limit};
+use super::sse::respond;
 use super::{AppState, Json};
 use crate::auth::{Caller, Role};
 use crate::domain::record::{ExecutionError, ResourceUsage};
@@ -236,14 +235,12 @@ pub(super) async fn exec_stream(
     let caller = caller.require(Role::Agent)?;
     let started = start(&state, caller, id, body).await?;
     let carry = state.sessions.settings().result_output_bytes;
-    Ok(Sse::new(events(id, started, carry))
-        .keep_alive(KeepAlive::default())
-        .into_response())
+    Ok(respond(events(id, started, carry)).into_response())
 }
 
-fn events(id: Uuid, started: Started, carry: u64) -> impl Stream<Item = Result<Event, Infallible>> {
-    fn json(name: &str, value: serde_json::Value) -> Result<Event, Infallible> {
-        Ok(Event::default().event(name).data(value.to_string()))
+fn events(id: Uuid, started: Started, carry: u64) -> impl Stream<Item = Event> {
+    fn json(name: &str, value: serde_json::Value) -> Event {
+        Event::default().event(name).data(value.to_string())
     }
     let first = json(
         "command",
@@ -378,12 +375,7 @@ pub(super) async fn output(
             )));
         }
     };
-    let limit = q.limit.unwrap_or(MAX_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::Schema(format!(
-            "limit: must be between 1 and {MAX_PAGE}, got {limit}"
-        )));
-    }
+    let limit = page_limit(q.limit, MAX_PAGE)?;
     let command = state.sessions.command(&caller.0, id, command_id)?;
     let page = command.page(stream, q.offset.unwrap_or(0), limit);
     let length = page.data.len() as u64;

@@ -209,7 +209,7 @@ pub(super) struct SessionListOut {
         (status = 429, description = "The agent's or the service's session cap is reached.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
             example = json!({"error": {"type": "too_many_sessions", "message": "agent `a` holds its maximum of 4 sessions; delete one first"}})),
-        (status = 503, description = "The container engine or the runner image is unavailable.", body = ErrorBody),
+        crate::http::openapi::EngineUnavailable,
     ),
     security(("agent_token" = []))
 )]

@@ -15,6 +15,7 @@
 
 pub mod docker;
 pub mod egress;
+pub(crate) mod held;
 pub mod jobs;
 mod output;
 pub mod profiles;

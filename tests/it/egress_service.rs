@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::api::{audit_tail, first_held, post_in_background, stored};
 use crate::harness::Service;
 
 const UPSTREAM: &str = include_str!("egress_service/upstream.py");
@@ -146,9 +147,10 @@ fn test_policy() -> String {
         .replace("  - name: no-network", rules)
 }
 
-async fn service(up: &Upstreams, tweak: impl FnOnce(&mut scriptgate::config::Config)) -> Service {
-    let dir = tempfile::tempdir().expect("policies dir").keep();
-    std::fs::write(dir.join("egress-test.yml"), test_policy()).expect("policy file");
+async fn service(
+    up: &Upstreams,
+    tweak: impl FnOnce(&mut scriptgate::config::Config) + Send + 'static,
+) -> Service {
     let allowed = up.ip("allowed");
     let wild = up.ips.get("wild").map_or(allowed, String::as_str);
     let hosts: BTreeMap<String, Vec<String>> = [
@@ -166,16 +168,18 @@ async fn service(up: &Upstreams, tweak: impl FnOnce(&mut scriptgate::config::Con
     .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
     .collect();
     let open: Vec<String> = up.ips.values().map(|ip| format!("{ip}/32")).collect();
-    Service::start(move |c| {
-        c.policy.policies_dir = Some(dir);
-        c.policy.default = "egress-test".into();
-        c.sandbox.enforcement_ready = true;
-        c.egress.hosts = hosts;
-        c.egress.allow_private_ranges = open;
-        c.egress.limits.max_network_mb = 1;
-        tweak(c);
-    })
-    .await
+    Service::setup()
+        .policy("egress-test", &test_policy())
+        .config(move |c| {
+            c.policy.default = "egress-test".into();
+            c.sandbox.enforcement_ready = true;
+            c.egress.hosts = hosts;
+            c.egress.allow_private_ranges = open;
+            c.egress.limits.max_network_mb = 1;
+        })
+        .config(tweak)
+        .start()
+        .await
 }
 
 async fn run(s: &Service, script: &str, extra: Value) -> Value {
@@ -354,15 +358,7 @@ async fn a_run_reaches_exactly_the_names_it_was_granted_and_everything_is_report
 
     // The record keeps the same, and the audit chain has every denial.
     let id = result["execution_id"].as_str().expect("id").to_string();
-    let stored: Value = s
-        .client
-        .get(format!("{}/v1/executions/{id}", s.url))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let stored = stored(&s, &id).await;
     assert_eq!(stored["network_operations"], result["network_operations"]);
     assert_eq!(stored["network_summary"], result["network_summary"]);
     let data_dir = s.data_dir.clone();
@@ -374,18 +370,6 @@ async fn a_run_reaches_exactly_the_names_it_was_granted_and_everything_is_report
         .collect();
     assert_eq!(network.len(), 7, "one entry per denial: {network:?}");
     assert!(network.iter().all(|r| r["outcome"]["decision"] == "deny"));
-}
-
-fn audit_tail(data_dir: &std::path::Path) -> Vec<Value> {
-    let tail = Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-        .args(["audit", "tail", "-n", "1000", "--data-dir"])
-        .arg(data_dir)
-        .output()
-        .expect("tail");
-    String::from_utf8_lossy(&tail.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect()
 }
 
 const DOWNLOAD: &str = r#"
@@ -497,35 +481,10 @@ async fn a_policy_opts_a_run_in_blocks_raw_connects_and_holds_approve_rules_for_
     );
 
     // An `approve` rule holds the connection until an operator answers in /v1/approvals.
-    let client = s.client.clone();
-    let url = s.url.clone();
     let body = json!({"script_content": APPROVE, "script_type": "python", "timeout": 90,
                       "network": {"allowed_domains": ["approve.test"], "allowed_ports": [8080]}});
-    let pending = tokio::spawn(async move {
-        let r = client
-            .post(format!("{url}/v1/execute"))
-            .json(&body)
-            .send()
-            .await;
-        r.expect("execute").json::<Value>().await.expect("json")
-    });
-    let mut held = Value::Null;
-    for _ in 0..300 {
-        let list: Value = s
-            .client
-            .get(format!("{}/v1/approvals", s.url))
-            .send()
-            .await
-            .expect("approvals")
-            .json()
-            .await
-            .expect("json");
-        if let Some(op) = list["operations"].as_array().and_then(|ops| ops.first()) {
-            held = op.clone();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let pending = post_in_background(&s, "/v1/execute", body);
+    let held = first_held(&s, "operations").await;
     assert_eq!(held["operation"], "net_connect", "{held}");
     assert_eq!(held["target"], "approve.test:8080", "{held}");
     assert_eq!(held["rule"], "held", "{held}");

@@ -101,7 +101,82 @@ fn test_config(tweak: impl FnOnce(&mut Config)) -> Config {
     config
 }
 
+/// What a test's service starts with beyond [`test_config`]: policy files and changes to the
+/// configuration, in order; then [`Setup::start`] (the real engine) or [`Setup::fake`].
+#[derive(Default)]
+pub struct Setup {
+    policies: Vec<(String, String)>,
+    tweaks: Vec<Tweak>,
+}
+
+/// A change to a test service's configuration.
+type Tweak = Box<dyn FnOnce(&mut Config) + Send>;
+
+impl Setup {
+    /// The policy file `<name>.yml` in the service's own policies directory.
+    pub fn policy(mut self, name: &str, yaml: &str) -> Setup {
+        self.policies.push((name.into(), yaml.into()));
+        self
+    }
+
+    /// A change to the configuration (applied after the policies directory is set).
+    pub fn config(mut self, tweak: impl FnOnce(&mut Config) + Send + 'static) -> Setup {
+        self.tweaks.push(Box::new(tweak));
+        self
+    }
+
+    /// The service on the real engine.
+    pub async fn start(self) -> Service {
+        Service::start(|c| self.apply(c)).await
+    }
+
+    /// The service over `runner`: no engine (contract tests).
+    pub async fn fake(self, runner: FakeRunner) -> Service {
+        Service::fake(runner, |c| self.apply(c)).await
+    }
+
+    fn apply(self, config: &mut Config) {
+        if !self.policies.is_empty() {
+            let dir = tempfile::tempdir().expect("policies dir").keep();
+            for (name, yaml) in &self.policies {
+                std::fs::write(dir.join(format!("{name}.yml")), yaml).expect("policy file");
+            }
+            config.policy.policies_dir = Some(dir);
+        }
+        for tweak in self.tweaks {
+            tweak(config);
+        }
+    }
+}
+
+/// A bearer token `token` named `name`, as the configuration lists it.
+pub fn token(name: &str, token: &str) -> scriptgate::auth::TokenSpec {
+    scriptgate::auth::TokenSpec {
+        name: name.into(),
+        token: Some(token.into()),
+        sha256: None,
+    }
+}
+
+/// Two agents: `research-bot` (`agent`), who may select any policy, and `ci-bot` (`ci`), whose
+/// runs default to `strict` and who may select `audit` besides.
+pub fn two_agents(config: &mut Config, agent: &str, ci: &str) {
+    config.agent_tokens = vec![token("research-bot", agent), token("ci-bot", ci)];
+    config.policy.agents.insert(
+        "ci-bot".into(),
+        scriptgate::policy::AgentPolicy {
+            default: Some("strict".into()),
+            selectable: vec!["audit".into()],
+        },
+    );
+}
+
 impl Service {
+    /// A service with policy files or configuration changes: `Service::setup().policy(…).start()`.
+    pub fn setup() -> Setup {
+        Setup::default()
+    }
+
     /// The service on the real engine, with the pool off (cold runs) unless `tweak` says otherwise.
     pub async fn start(tweak: impl FnOnce(&mut Config)) -> Service {
         let config = test_config(tweak);

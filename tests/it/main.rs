@@ -7,6 +7,7 @@
 //!   `.config/nextest.toml`. These need a running engine and the runner images (`scripts/test`
 //!   prepares both).
 
+mod api;
 mod cli;
 mod compose;
 mod containment;

@@ -7,11 +7,10 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use scriptgate::auth::TokenSpec;
 use scriptgate::sandbox::profiles::ProfileConfig;
 use serde_json::{Value, json};
 
-use crate::harness::{self, Service};
+use crate::harness::{self, Service, token};
 
 async fn run(s: &Service, profile: &str, script: &str) -> Value {
     let (status, body) = s
@@ -299,11 +298,7 @@ const AGENT: &str = "agent-token-profiles-5c1d";
 #[tokio::test(flavor = "multi_thread")]
 async fn mcp_returns_plots_as_image_content() {
     let s = Service::start(|c| {
-        c.agent_tokens = vec![TokenSpec {
-            name: "profiles-agent".into(),
-            token: Some(AGENT.into()),
-            sha256: None,
-        }];
+        c.agent_tokens = vec![token("profiles-agent", AGENT)];
     })
     .await;
     let mut client = Command::new(harness::python());

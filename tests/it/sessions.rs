@@ -5,52 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use scriptgate::config::Config;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::api::get;
+use crate::api::session::{create, exec, line};
 use crate::harness::{self, Service};
-
-fn image(config: &mut Config) {
-    config.sandbox.python_image = harness::runner_image();
-    config.sandbox.bash_image = harness::runner_image();
-}
-
-async fn service(tweak: impl FnOnce(&mut Config)) -> Service {
-    Service::start(|c| {
-        image(c);
-        tweak(c);
-    })
-    .await
-}
-
-async fn create(s: &Service, body: Value) -> String {
-    let (status, out) = s.post("/v1/sessions", &body).await;
-    assert_eq!(status, 201, "{out}");
-    assert_eq!(out["state"], "ready", "{out}");
-    out["session_id"].as_str().expect("id").to_string()
-}
-
-async fn exec(s: &Service, id: &str, body: Value) -> Value {
-    let (status, out) = s.post(&format!("/v1/sessions/{id}/exec"), &body).await;
-    assert_eq!(status, 200, "{out}");
-    out
-}
-
-async fn line(s: &Service, id: &str, command: &str) -> Value {
-    exec(s, id, json!({"command": command, "timeout": 30})).await
-}
-
-async fn get(s: &Service, path: &str) -> (u16, Value) {
-    let r = s
-        .client
-        .get(format!("{}{path}", s.url))
-        .send()
-        .await
-        .expect("request");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
 
 async fn delete(s: &Service, path: &str) -> u16 {
     s.client
@@ -64,7 +24,7 @@ async fn delete(s: &Service, path: &str) -> u16 {
 
 #[tokio::test]
 async fn state_and_files_persist_across_commands_and_delete_removes_the_container() {
-    let s = service(|_| {}).await;
+    let s = Service::start(|_| {}).await;
     let id = create(&s, json!({"environment": {"PROJECT": "demo"}})).await;
     let (status, view) = get(&s, &format!("/v1/sessions/{id}")).await;
     assert_eq!(
@@ -304,7 +264,7 @@ async fn sse(s: &Service, id: &str, body: Value) -> Vec<(String, Value)> {
 
 #[tokio::test]
 async fn timeouts_kills_busy_sessions_streams_and_pages() {
-    let s = service(|c| c.sessions.result_output_bytes = 1000).await;
+    let s = Service::start(|c| c.sessions.result_output_bytes = 1000).await;
     let id = create(&s, json!({})).await;
 
     let slow = exec(&s, &id, json!({"command": "sleep 100", "timeout": 2})).await;
@@ -429,7 +389,7 @@ async fn timeouts_kills_busy_sessions_streams_and_pages() {
 
 #[tokio::test]
 async fn idle_lifetime_and_command_limits_stop_sessions_and_caps_answer_429() {
-    let s = service(|c| {
+    let s = Service::start(|c| {
         c.sessions.max_per_agent = 3;
         c.sessions.sweep_interval_secs = 1;
     })

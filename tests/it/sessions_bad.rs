@@ -7,47 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use scriptgate::config::Config;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::harness::{self, Service};
-
-async fn service(tweak: impl FnOnce(&mut Config)) -> Service {
-    Service::start(|c| {
-        c.sandbox.python_image = harness::runner_image();
-        c.sandbox.bash_image = harness::runner_image();
-        tweak(c);
-    })
-    .await
-}
-
-async fn create(s: &Service, body: Value) -> String {
-    let (status, out) = s.post("/v1/sessions", &body).await;
-    assert_eq!(status, 201, "{out}");
-    out["session_id"].as_str().expect("id").to_string()
-}
-
-async fn exec(s: &Service, id: &str, body: Value) -> Value {
-    let (status, out) = s.post(&format!("/v1/sessions/{id}/exec"), &body).await;
-    assert_eq!(status, 200, "{out}");
-    out
-}
-
-async fn line(s: &Service, id: &str, command: &str) -> Value {
-    exec(s, id, json!({"command": command, "timeout": 30})).await
-}
-
-async fn get(s: &Service, path: &str) -> (u16, Value) {
-    let r = s
-        .client
-        .get(format!("{}{path}", s.url))
-        .send()
-        .await
-        .expect("request");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
+use crate::api::get;
+use crate::api::session::{create, exec, line};
+use crate::harness::{self, Service, token};
 
 async fn put(s: &Service, id: &str, path: &str, data: Vec<u8>) -> (u16, Value) {
     let r = s
@@ -80,7 +45,7 @@ const MIB: usize = 1 << 20;
 async fn full_places_answer_enospc_or_507_and_leave_no_partial_file() {
     // /tmp and /dev/shm: 8 MiB each; the session's workspace 16 MiB (the largest file, fsize,
     // is the larger of /tmp and /workspace: 16 MiB, so /tmp and /dev/shm fill before it).
-    let s = service(|c| {
+    let s = Service::start(|c| {
         c.sandbox.limits.tmpfs_mb = 8;
         c.sandbox.limits.shm_mb = 8;
         c.sandbox.limits.workspace_mb = 32;
@@ -218,7 +183,7 @@ async fn a_client_that_hangs_up_mid_stream_leaves_the_command_running_unless_con
     const SLOW: &str =
         "for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.25; done; echo done > /workspace/marker";
     // Default: the command runs to its end; its result is in the history.
-    let s = service(|_| {}).await;
+    let s = Service::start(|_| {}).await;
     let id = create(&s, json!({})).await;
     let command_id = stream_then_hang_up(&s, &id, SLOW).await;
     let view = settled(&s, &id).await;
@@ -235,7 +200,7 @@ async fn a_client_that_hangs_up_mid_stream_leaves_the_command_running_unless_con
     s.stop().await;
 
     // `sessions.kill_on_disconnect`: the command is killed; the session stays usable.
-    let s = service(|c| c.sessions.kill_on_disconnect = true).await;
+    let s = Service::start(|c| c.sessions.kill_on_disconnect = true).await;
     let id = create(&s, json!({})).await;
     let command_id = stream_then_hang_up(&s, &id, SLOW).await;
     let view = settled(&s, &id).await;
@@ -277,7 +242,7 @@ async fn state_kept(s: &Service, id: &str) {
 
 #[tokio::test]
 async fn a_balloon_kill_of_every_process_and_an_endless_command_end_that_command_only() {
-    let s = service(|_| {}).await;
+    let s = Service::start(|_| {}).await;
     let id = create(&s, json!({"limits": {"memory_mb": 128}})).await;
     line(&s, &id, "mkdir -p kept && cd kept && export STAYS=yes").await;
 
@@ -346,22 +311,17 @@ async fn a_balloon_kill_of_every_process_and_an_endless_command_end_that_command
 
 #[tokio::test]
 async fn a_thousand_sessions_requested_at_once_get_the_caps_and_leak_nothing() {
-    use scriptgate::auth::TokenSpec;
     const AGENTS: [(&str, &str); 2] = [
         ("burst-a", "burst-token-a-5d1f0c"),
         ("burst-b", "burst-token-b-8e2a7b"),
     ];
     // Caps of a few sessions keep the engine's load small: two per agent, three in all.
-    let s = service(|c| {
+    let s = Service::start(|c| {
         c.sessions.max_per_agent = 2;
         c.sessions.max_total = 3;
         c.agent_tokens = AGENTS
             .iter()
-            .map(|(name, token)| TokenSpec {
-                name: (*name).into(),
-                token: Some((*token).into()),
-                sha256: None,
-            })
+            .map(|(name, secret)| token(name, secret))
             .collect();
     })
     .await;
@@ -421,7 +381,7 @@ async fn a_thousand_sessions_requested_at_once_get_the_caps_and_leak_nothing() {
 
 #[tokio::test]
 async fn a_fork_bomb_is_refused_and_a_process_flood_ends_with_its_command() {
-    let s = service(|_| {}).await;
+    let s = Service::start(|_| {}).await;
     let id = create(&s, json!({})).await;
     line(&s, &id, "mkdir -p kept && cd kept && export STAYS=yes").await;
     // Fork bombs are refused by validation (the shell's, and Python's fork in a loop) ...

@@ -6,33 +6,13 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::harness::{self, Service};
-
-async fn service() -> Service {
-    Service::start(|c| {
-        c.sandbox.python_image = harness::runner_image();
-        c.sandbox.bash_image = harness::runner_image();
-    })
-    .await
-}
-
-async fn line(s: &Service, id: &str, command: &str) -> Value {
-    let (status, out) = s
-        .post(
-            &format!("/v1/sessions/{id}/exec"),
-            &json!({"command": command, "timeout": 30}),
-        )
-        .await;
-    assert_eq!(status, 200, "{out}");
-    out
-}
+use crate::api::session::{create, line};
+use crate::harness::Service;
 
 #[tokio::test]
 async fn a_job_runs_in_the_session_workspace_and_answers_like_v1_jobs() {
-    let s = service().await;
-    let (status, created) = s.post("/v1/sessions", &json!({})).await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["session_id"].as_str().expect("id").to_string();
+    let s = Service::start(|_| {}).await;
+    let id = create(&s, json!({})).await;
     let made = line(
         &s,
         &id,
@@ -193,17 +173,13 @@ async fn a_write_past_the_file_size_limit_fails_typed_and_leaves_no_staged_file(
     // limit before the workspace is full. The write fails with EFBIG (not SIGXFSZ, which would
     // kill the writer and leave its staged file behind).
     let s = Service::start(|c| {
-        c.sandbox.python_image = harness::runner_image();
-        c.sandbox.bash_image = harness::runner_image();
         c.sandbox.limits.tmpfs_mb = 1;
         c.sandbox.limits.workspace_mb = 1;
     })
     .await;
     // Short lines: the content is secret-scanned before the job runs.
     let content: String = (0..150_000).map(|i| format!("{i:07}\n")).collect();
-    let (status, created) = s.post("/v1/sessions", &json!({})).await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["session_id"].as_str().expect("id").to_string();
+    let id = create(&s, json!({})).await;
     let job = json!({
         "protocol_version": "1.0",
         "constraints": {"max_runtime_seconds": 30, "allowed_paths": ["/workspace"]},

@@ -9,10 +9,11 @@
 
 use std::time::Duration;
 
-use scriptgate::config::Config;
 use serde_json::{Value, json};
 
-use crate::harness::{self, Service};
+use crate::api::session::{create, line};
+use crate::api::{audit_tail, first_held, get, has, post_in_background};
+use crate::harness::Service;
 
 /// Writes under /workspace/locked, reading /workspace/sealed.txt and listing /workspace/hidden
 /// are denied, reading /etc/hosts waits for an operator, `id` is logged, the rest is allowed.
@@ -33,56 +34,8 @@ network_rules:
   - {name: no-network, decision: deny}
 "#;
 
-fn policies(config: &mut Config) {
-    let dir = tempfile::tempdir().expect("policies dir").keep();
-    std::fs::write(dir.join("fence.yml"), FENCE).expect("policy file");
-    config.policy.policies_dir = Some(dir);
-    config.sandbox.python_image = harness::runner_image();
-    config.sandbox.bash_image = harness::runner_image();
-}
-
 async fn service() -> Service {
-    Service::start(policies).await
-}
-
-async fn create(s: &Service, body: Value) -> String {
-    let (status, out) = s.post("/v1/sessions", &body).await;
-    assert_eq!(status, 201, "{out}");
-    out["session_id"].as_str().expect("id").to_string()
-}
-
-async fn line(s: &Service, id: &str, command: &str) -> Value {
-    let body = json!({"command": command, "timeout": 30});
-    let (status, out) = s.post(&format!("/v1/sessions/{id}/exec"), &body).await;
-    assert_eq!(status, 200, "{out}");
-    out
-}
-
-async fn get(s: &Service, path: &str) -> (u16, Value) {
-    let r = s
-        .client
-        .get(format!("{}{path}", s.url))
-        .send()
-        .await
-        .expect("request");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-fn has(list: &Value, pred: impl Fn(&Value) -> bool) -> bool {
-    list.as_array().is_some_and(|items| items.iter().any(pred))
-}
-
-fn audit_tail(data_dir: &std::path::Path) -> Vec<Value> {
-    let tail = std::process::Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-        .args(["audit", "tail", "-n", "1000", "--data-dir"])
-        .arg(data_dir)
-        .output()
-        .expect("tail");
-    String::from_utf8_lossy(&tail.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect()
+    Service::setup().policy("fence", FENCE).start().await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -193,19 +146,8 @@ async fn events_stream_while_the_command_runs_and_stay_in_the_history() {
     assert_eq!(response.status().as_u16(), 200);
     // The command cannot end before the test has seen its blocked operation: it waits for a
     // file the test uploads only then.
-    let running = {
-        let (client, url, id) = (s.client.clone(), s.url.clone(), id.clone());
-        tokio::spawn(async move {
-            let body = json!({"command": "mkdir /workspace/locked; while [ ! -e /workspace/go ]; do sleep 0.1; done; echo done", "timeout": 60});
-            let r = client
-                .post(format!("{url}/v1/sessions/{id}/exec"))
-                .json(&body)
-                .send()
-                .await
-                .expect("exec");
-            r.json::<Value>().await.expect("result")
-        })
-    };
+    let body = json!({"command": "mkdir /workspace/locked; while [ ! -e /workspace/go ]; do sleep 0.1; done; echo done", "timeout": 60});
+    let running = post_in_background(&s, &format!("/v1/sessions/{id}/exec"), body);
     let blocked = tokio::time::timeout(Duration::from_secs(60), first_event(response, "blocked"))
         .await
         .expect("a blocked operation streams while the command runs");
@@ -361,31 +303,10 @@ async fn the_files_api_applies_the_policys_file_rules_before_the_container() {
 /// Runs a read of /etc/hosts in session `id`, answers its held read with `decision` once it is
 /// listed, and returns the held entry and the result.
 async fn held_read(s: &Service, id: &str, decision: &str) -> (Value, Value) {
-    let run = {
-        let (client, url, id) = (s.client.clone(), s.url.clone(), id.to_string());
-        tokio::spawn(async move {
-            let body = json!({"command": "cat /etc/hosts >/dev/null && echo read || echo refused", "timeout": 60});
-            let r = client
-                .post(format!("{url}/v1/sessions/{id}/exec"))
-                .json(&body)
-                .send()
-                .await
-                .expect("exec");
-            r.json::<Value>().await.expect("result")
-        })
-    };
-    let mut held = Value::Null;
-    for _ in 0..300 {
-        let (_, list) = get(s, "/v1/approvals").await;
-        if let Some(op) = list["session_operations"]
-            .as_array()
-            .and_then(|o| o.first())
-        {
-            held = op.clone();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let body =
+        json!({"command": "cat /etc/hosts >/dev/null && echo read || echo refused", "timeout": 60});
+    let run = post_in_background(s, &format!("/v1/sessions/{id}/exec"), body);
+    let held = first_held(s, "session_operations").await;
     assert!(!run.is_finished(), "the command waits for the decision");
     let approval = held["approval_id"]
         .as_str()

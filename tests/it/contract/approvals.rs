@@ -5,25 +5,17 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use scriptgate::auth::TokenSpec;
 use scriptgate::config::Config;
 use scriptgate::domain::record::ApprovalMode;
 use serde_json::{Value, json};
 
+use crate::api::{assert_audit_verifies, call};
 use crate::fake::{Answer, FakeRunner};
-use crate::harness::Service;
+use crate::harness::{Service, token};
 
 const AGENT: &str = "agent-token-2f9c1e7a5b3d";
 const OTHER_AGENT: &str = "agent-token-other-7d1a0c";
 const OPERATOR: &str = "operator-token-8e4b6a2c1f";
-
-fn token(name: &str, token: &str) -> TokenSpec {
-    TokenSpec {
-        name: name.into(),
-        token: Some(token.into()),
-        sha256: None,
-    }
-}
 
 fn secured(c: &mut Config, mode: ApprovalMode) {
     c.agent_tokens = vec![
@@ -32,27 +24,6 @@ fn secured(c: &mut Config, mode: ApprovalMode) {
     ];
     c.operator_tokens = vec![token("alice", OPERATOR)];
     c.approval = mode;
-}
-
-async fn call(
-    s: &Service,
-    method: &str,
-    path: &str,
-    bearer: Option<&str>,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = s
-        .client
-        .request(method.parse().expect("method"), format!("{}{path}", s.url));
-    if let Some(t) = bearer {
-        req = req.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let response = req.send().await.expect("request");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -464,15 +435,7 @@ async fn the_audit_log_chains_and_tampering_is_detected() {
     s.stop().await;
     let scriptgate = env!("CARGO_BIN_EXE_scriptgate");
     let dir = data_dir.display().to_string();
-    let verify = std::process::Command::new(scriptgate)
-        .args(["audit", "verify", "--data-dir", &dir])
-        .output()
-        .expect("verify");
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    assert_audit_verifies(&data_dir);
     let tail = std::process::Command::new(scriptgate)
         .args(["audit", "tail", "-n", "100", "--data-dir", &dir])
         .output()

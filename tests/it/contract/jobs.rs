@@ -4,24 +4,18 @@
 //! sha256, the host's checks before any container (nothing reaches the runner), and `/v1/execute`
 //! with `files` and `artifacts`.
 
-use scriptgate::auth::TokenSpec;
 use scriptgate::config::Config;
 use scriptgate::domain::record::ApprovalMode;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::fake::FakeRunner;
-use crate::harness::Service;
+use crate::harness::{Service, token};
 
 const AGENT: &str = "agent-token-jobs-5c2e9a";
 const OPERATOR: &str = "operator-token-jobs-0b7d4f";
 
 fn secured(c: &mut Config, mode: ApprovalMode) {
-    let token = |name: &str, token: &str| TokenSpec {
-        name: name.into(),
-        token: Some(token.into()),
-        sha256: None,
-    };
     c.agent_tokens = vec![token("job-bot", AGENT)];
     c.operator_tokens = vec![token("alice", OPERATOR)];
     c.approval = mode;

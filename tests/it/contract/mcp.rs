@@ -6,10 +6,8 @@
 
 use std::process::Command;
 
-use scriptgate::auth::TokenSpec;
-
 use crate::fake::{Answer, FakeRunner};
-use crate::harness::{self, Service};
+use crate::harness::{self, Service, token};
 
 const AGENT: &str = "agent-token-mcp-3b7e";
 const OPERATOR: &str = "operator-token-mcp-1a9c";
@@ -30,16 +28,8 @@ async fn secured() -> Service {
             },
         );
     Service::fake(runner, |c| {
-        c.agent_tokens = vec![TokenSpec {
-            name: "mcp-agent".into(),
-            token: Some(AGENT.into()),
-            sha256: None,
-        }];
-        c.operator_tokens = vec![TokenSpec {
-            name: "mcp-operator".into(),
-            token: Some(OPERATOR.into()),
-            sha256: None,
-        }];
+        c.agent_tokens = vec![token("mcp-agent", AGENT)];
+        c.operator_tokens = vec![token("mcp-operator", OPERATOR)];
     })
     .await
 }

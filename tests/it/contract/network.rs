@@ -18,13 +18,11 @@ network_rules:
 "#;
 
 async fn service() -> Service {
-    let dir = tempfile::tempdir().expect("policies dir").keep();
-    std::fs::write(dir.join("netbound.yml"), BOUND).expect("policy file");
-    Service::fake(FakeRunner::new(), move |c| {
-        c.policy.policies_dir = Some(dir);
-        c.policy.default = "netbound".into();
-    })
-    .await
+    Service::setup()
+        .policy("netbound", BOUND)
+        .config(|c| c.policy.default = "netbound".into())
+        .fake(FakeRunner::new())
+        .await
 }
 
 fn body(network: Value) -> Value {

@@ -5,10 +5,8 @@
 
 use std::process::Command;
 
-use scriptgate::auth::TokenSpec;
-
 use crate::fake::{Answer, FakeRunner};
-use crate::harness::{self, Service};
+use crate::harness::{self, Service, token};
 
 const AGENT: &str = "agent-token-openapi-5c1e";
 
@@ -80,11 +78,7 @@ async fn a_generated_python_client_drives_the_live_service() {
         )
         .answering("echo \"$((6*7))\"", Answer::prints("42\n"));
     let s = Service::fake(runner, |c| {
-        c.agent_tokens = vec![TokenSpec {
-            name: "generated-client".into(),
-            token: Some(AGENT.into()),
-            sha256: None,
-        }];
+        c.agent_tokens = vec![token("generated-client", AGENT)];
     })
     .await;
     let dir = tempfile::tempdir().expect("tempdir");

@@ -2,41 +2,22 @@
 //! policy (403 `policy_not_allowed`), unknown names (`schema_error` naming the valid ones), which
 //! runs are enforced, a sandbox that cannot enforce (fail closed), and output secret redaction.
 
-use scriptgate::auth::TokenSpec;
 use scriptgate::config::Config;
-use scriptgate::policy::AgentPolicy;
 use serde_json::{Value, json};
 
+use crate::api::{call, stored};
 use crate::fake::{Answer, FakeRunner};
-use crate::harness::Service;
+use crate::harness::{self, Service};
 
 const AGENT: &str = "agent-token-policy-4c2e9a";
 const CI: &str = "agent-token-policy-ci-77ab1f";
 
 fn secured(c: &mut Config) {
-    let token = |name: &str, token: &str| TokenSpec {
-        name: name.into(),
-        token: Some(token.into()),
-        sha256: None,
-    };
-    c.agent_tokens = vec![token("research-bot", AGENT), token("ci-bot", CI)];
-    c.policy.agents.insert(
-        "ci-bot".into(),
-        AgentPolicy {
-            default: Some("strict".into()),
-            selectable: vec!["audit".into()],
-        },
-    );
+    harness::two_agents(c, AGENT, CI);
 }
 
 async fn post(s: &Service, path: &str, bearer: Option<&str>, body: Value) -> (u16, Value) {
-    let mut req = s.client.post(format!("{}{path}", s.url)).json(&body);
-    if let Some(t) = bearer {
-        req = req.bearer_auth(t);
-    }
-    let response = req.send().await.expect("request");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    call(s, "POST", path, bearer, Some(body)).await
 }
 
 fn script(text: &str, policy: Option<&str>) -> Value {
@@ -202,15 +183,7 @@ async fn secrets_in_output_are_redacted_unless_configured_off() {
     assert_eq!(body["stdout"], "the token is ghp_***\n");
     assert_eq!(body["stderr"], "warning: ghp_*** leaked\n");
     let id = body["execution_id"].as_str().expect("id");
-    let stored: Value = s
-        .client
-        .get(format!("{}/v1/executions/{id}", s.url))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let stored = stored(&s, id).await;
     assert_eq!(
         (stored["stdout"].clone(), stored["redacted"].clone()),
         (body["stdout"].clone(), json!(true))

@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use crate::api::{audit_tail, get_json};
 use crate::fake::{Answer, FakeRunner};
 use crate::harness::Service;
 
@@ -27,36 +28,11 @@ network_rules:
 "#;
 
 async fn service(runner: FakeRunner) -> Service {
-    let dir = tempfile::tempdir().expect("policies dir").keep();
-    std::fs::write(dir.join("gate.yml"), GATE).expect("policy file");
-    Service::fake(runner, move |c| c.policy.policies_dir = Some(dir)).await
+    Service::setup().policy("gate", GATE).fake(runner).await
 }
 
 fn bash(text: &str, policy: &str) -> Value {
     json!({"script_content": text, "script_type": "bash", "policy": policy})
-}
-
-async fn get(s: &Service, path: &str) -> Value {
-    s.client
-        .get(format!("{}{path}", s.url))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json")
-}
-
-fn audit(data_dir: &std::path::Path) -> Vec<Value> {
-    let tail = std::process::Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-        .args(["audit", "tail", "-n", "1000", "--data-dir"])
-        .arg(data_dir)
-        .output()
-        .expect("audit tail");
-    String::from_utf8_lossy(&tail.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -68,7 +44,7 @@ async fn a_denied_command_nested_in_a_runner_refuses_the_run_with_the_rule_and_i
         if path == "/v1/executions" {
             assert_eq!((status, out["status"].clone()), (202, json!("completed")));
             let id = out["execution_id"].as_str().expect("id").to_string();
-            out = get(&s, &format!("/v1/executions/{id}")).await;
+            out = get_json(&s, &format!("/v1/executions/{id}")).await;
         } else {
             assert_eq!(status, 200, "{out}");
         }
@@ -116,7 +92,7 @@ async fn an_approve_command_holds_the_run_with_its_message_and_log_is_audited() 
     assert_eq!(status, 202, "{accepted}");
     assert_eq!(accepted["status"], "pending_approval");
     let id = accepted["execution_id"].as_str().expect("id").to_string();
-    let list = get(&s, "/v1/approvals").await;
+    let list = get_json(&s, "/v1/approvals").await;
     let pending = list["pending"]
         .as_array()
         .and_then(|p| p.iter().find(|e| e["execution_id"] == id.as_str()))
@@ -153,14 +129,14 @@ async fn an_approve_command_holds_the_run_with_its_message_and_log_is_audited() 
         )
         .await;
     assert_eq!(status, 200, "{approved}");
-    let done = get(&s, &format!("/v1/executions/{id2}?wait=30")).await;
+    let done = get_json(&s, &format!("/v1/executions/{id2}?wait=30")).await;
     assert_eq!(done["status"], "failed", "{done}");
     assert_eq!(done["error"]["type"], "internal_error", "{done}");
     assert_eq!(done["policy_checks"].as_array().map(Vec::len), Some(2));
 
     let data_dir = s.data_dir.clone();
     s.stop().await;
-    let entries = audit(&data_dir);
+    let entries = audit_tail(&data_dir);
     let of = |exec: &str| -> Vec<Value> {
         entries
             .iter()
@@ -215,7 +191,7 @@ async fn validation_rules_raise_findings_to_approve_or_deny() {
         .post("/v1/execute", &python("import os\npid = os.fork()\n"))
         .await;
     assert_eq!(status, 202, "{held}");
-    let list = get(&s, "/v1/approvals").await;
+    let list = get_json(&s, "/v1/approvals").await;
     let checks = &list["pending"][0]["policy_checks"];
     assert_eq!(
         checks,
@@ -351,7 +327,7 @@ async fn files_in_and_out_are_decided_by_file_rules_before_anything_is_recorded(
         "{out}"
     );
     assert!(s.runner().ran().is_empty(), "nothing ran");
-    let list = get(&s, "/v1/approvals").await;
+    let list = get_json(&s, "/v1/approvals").await;
     assert_eq!(list["pending"], json!([]), "nothing was recorded");
     s.stop().await;
 }
@@ -390,7 +366,7 @@ async fn approved_work_is_decided_again_under_the_policy_of_the_service_that_run
         )
         .await;
     assert_eq!((status, approved["status"].clone()), (200, json!("queued")));
-    let done = get(&second, &format!("/v1/executions/{id}?wait=30")).await;
+    let done = get_json(&second, &format!("/v1/executions/{id}?wait=30")).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["error"]["type"], "policy_violation", "{done}");
     assert_eq!(done["policy_checks"][0]["decision"], "deny", "{done}");

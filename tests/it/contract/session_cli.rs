@@ -5,22 +5,17 @@
 
 use std::process::{Command, Output};
 
-use scriptgate::auth::TokenSpec;
 use serde_json::Value;
 
 use crate::fake::{Answer, FakeRunner};
-use crate::harness::Service;
+use crate::harness::{Service, token};
 
 const AGENT: &str = "agent-token-cli-5d2f";
 
 async fn service() -> Service {
     let runner = FakeRunner::new().answering("echo hi", Answer::prints("hi\n"));
     Service::fake(runner, |c| {
-        c.agent_tokens = vec![TokenSpec {
-            name: "cli-agent".into(),
-            token: Some(AGENT.into()),
-            sha256: None,
-        }];
+        c.agent_tokens = vec![token("cli-agent", AGENT)];
     })
     .await
 }

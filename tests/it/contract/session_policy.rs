@@ -4,64 +4,23 @@
 //! that cannot enforce one. The fake session reports each command as a process and `DENY PATH`
 //! as a denied write (see `fake.rs`).
 
-use scriptgate::auth::TokenSpec;
 use scriptgate::config::Config;
-use scriptgate::policy::AgentPolicy;
 use serde_json::{Value, json};
 
+use crate::api::session::create;
+use crate::api::{call, get, post_in_background};
 use crate::fake::FakeRunner;
-use crate::harness::Service;
+use crate::harness::{self, Service};
 
 const AGENT: &str = "agent-token-session-policy-81d0aa";
 const CI: &str = "agent-token-session-policy-ci-5e21c3";
 
 fn secured(c: &mut Config) {
-    let token = |name: &str, token: &str| TokenSpec {
-        name: name.into(),
-        token: Some(token.into()),
-        sha256: None,
-    };
-    c.agent_tokens = vec![token("research-bot", AGENT), token("ci-bot", CI)];
-    c.policy.agents.insert(
-        "ci-bot".into(),
-        AgentPolicy {
-            default: Some("strict".into()),
-            selectable: vec!["audit".into()],
-        },
-    );
-}
-
-async fn call(
-    s: &Service,
-    method: reqwest::Method,
-    path: &str,
-    bearer: Option<&str>,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = s.client.request(method, format!("{}{path}", s.url));
-    if let Some(t) = bearer {
-        req = req.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let response = req.send().await.expect("request");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    harness::two_agents(c, AGENT, CI);
 }
 
 async fn post(s: &Service, path: &str, body: Value) -> (u16, Value) {
-    call(s, reqwest::Method::POST, path, None, Some(body)).await
-}
-
-async fn get(s: &Service, path: &str) -> (u16, Value) {
-    call(s, reqwest::Method::GET, path, None, None).await
-}
-
-async fn create(s: &Service, body: Value) -> String {
-    let (status, out) = post(s, "/v1/sessions", body).await;
-    assert_eq!(status, 201, "{out}");
-    out["session_id"].as_str().expect("id").to_string()
+    call(s, "POST", path, None, Some(body)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -69,7 +28,7 @@ async fn a_token_selects_only_its_policies_and_its_default_applies_unasked() {
     let s = Service::fake(FakeRunner::new(), secured).await;
     let (status, body) = call(
         &s,
-        reqwest::Method::POST,
+        "POST",
         "/v1/sessions",
         Some(AGENT),
         Some(json!({"policy": "audit"})),
@@ -82,31 +41,17 @@ async fn a_token_selects_only_its_policies_and_its_default_applies_unasked() {
         s.runner().calls.load(std::sync::atomic::Ordering::SeqCst),
         0
     );
-    let (status, created) = call(
-        &s,
-        reqwest::Method::POST,
-        "/v1/sessions",
-        Some(CI),
-        Some(json!({})),
-    )
-    .await;
+    let (status, created) = call(&s, "POST", "/v1/sessions", Some(CI), Some(json!({}))).await;
     assert_eq!(status, 201, "{created}");
     let id = created["session_id"].as_str().expect("id");
     let path = format!("/v1/sessions/{id}");
-    let (_, view) = call(&s, reqwest::Method::GET, &path, Some(CI), None).await;
+    let (_, view) = call(&s, "GET", &path, Some(CI), None).await;
     assert_eq!(view["policy"], "strict", "{view}");
     // Without a policy of its own or a default, a session is not enforced.
-    let (status, plain) = call(
-        &s,
-        reqwest::Method::POST,
-        "/v1/sessions",
-        Some(AGENT),
-        Some(json!({})),
-    )
-    .await;
+    let (status, plain) = call(&s, "POST", "/v1/sessions", Some(AGENT), Some(json!({}))).await;
     assert_eq!(status, 201, "{plain}");
     let path = format!("/v1/sessions/{}", plain["session_id"].as_str().expect("id"));
-    let (_, view) = call(&s, reqwest::Method::GET, &path, Some(AGENT), None).await;
+    let (_, view) = call(&s, "GET", &path, Some(AGENT), None).await;
     assert_eq!(view["policy"], Value::Null, "{view}");
     s.stop().await;
 }
@@ -239,20 +184,8 @@ async fn live_events_arrive_while_the_command_runs_and_the_stream_ends_with_the_
         .await
         .expect("subscribe");
     assert_eq!(response.status().as_u16(), 200);
-    let running = {
-        let (client, url, id) = (s.client.clone(), s.url.clone(), id.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{url}/v1/sessions/{id}/exec"))
-                .json(&json!({"command": "BLOCK DENY /etc/y"}))
-                .send()
-                .await
-                .expect("exec")
-                .json::<Value>()
-                .await
-                .expect("result")
-        })
-    };
+    let body = json!({"command": "BLOCK DENY /etc/y"});
+    let running = post_in_background(&s, &format!("/v1/sessions/{id}/exec"), body);
     let mut buf = String::new();
     while !buf.contains("\n\n") {
         let chunk = response.chunk().await.expect("chunk").expect("an event");

@@ -4,24 +4,19 @@
 
 use serde_json::{Value, json};
 
+use crate::api::get;
+use crate::api::session::create;
 use crate::fake::FakeRunner;
 use crate::harness::Service;
 
-async fn get(s: &Service, path: &str) -> (u16, Value) {
-    let r = s
-        .client
-        .get(format!("{}{path}", s.url))
+/// `POST /v1/sessions` with the defaults, for the answers whose headers count.
+async fn post_session(s: &Service) -> reqwest::Response {
+    s.client
+        .post(format!("{}/v1/sessions", s.url))
+        .json(&json!({}))
         .send()
         .await
-        .expect("request");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn create(s: &Service) -> String {
-    let (status, out) = s.post("/v1/sessions", &json!({})).await;
-    assert_eq!(status, 201, "{out}");
-    out["session_id"].as_str().expect("id").to_string()
+        .expect("create")
 }
 
 fn error_type(body: &Value) -> Option<&str> {
@@ -246,7 +241,7 @@ async fn bad_requests_are_refused_before_anything_runs() {
         0
     );
 
-    let id = create(&s).await;
+    let id = create(&s, json!({})).await;
     let exec = format!("/v1/sessions/{id}/exec");
     for body in [
         json!({}),
@@ -286,7 +281,7 @@ async fn bad_requests_are_refused_before_anything_runs() {
 #[tokio::test]
 async fn a_busy_session_answers_409_and_a_kill_ends_the_command() {
     let s = Service::fake(FakeRunner::new(), |_| {}).await;
-    let id = create(&s).await;
+    let id = create(&s, json!({})).await;
     let events = s
         .client
         .post(format!("{}/v1/sessions/{id}/exec/stream", s.url))
@@ -346,15 +341,9 @@ async fn caps_answer_429_and_stopped_sessions_do_not_count() {
         c.sessions.max_total = 2;
     })
     .await;
-    let first = create(&s).await;
-    create(&s).await;
-    let response = s
-        .client
-        .post(format!("{}/v1/sessions", s.url))
-        .json(&json!({}))
-        .send()
-        .await
-        .expect("create");
+    let first = create(&s, json!({})).await;
+    create(&s, json!({})).await;
+    let response = post_session(&s).await;
     assert_eq!(response.status().as_u16(), 429);
     assert!(response.headers().get("retry-after").is_some());
     let body: Value = response.json().await.expect("json");
@@ -366,14 +355,18 @@ async fn caps_answer_429_and_stopped_sessions_do_not_count() {
         .await
         .expect("delete");
     assert_eq!(deleted.status().as_u16(), 204);
-    create(&s).await;
+    create(&s, json!({})).await;
     s.stop().await;
 }
 
 #[tokio::test]
 async fn an_engine_that_is_down_answers_503_and_leaves_a_stopped_record() {
     let s = Service::fake(FakeRunner::new().down(), |_| {}).await;
-    let (status, out) = s.post("/v1/sessions", &json!({})).await;
+    let response = post_session(&s).await;
+    // As the contract says (openapi::EngineUnavailable): retry after `Retry-After` seconds.
+    assert!(response.headers().get("retry-after").is_some());
+    let status = response.status().as_u16();
+    let out: Value = response.json().await.expect("json");
     assert_eq!(
         (status, error_type(&out)),
         (503, Some("engine_unavailable")),
@@ -421,7 +414,7 @@ async fn after_a_restart_every_session_of_the_previous_process_answers_stopped()
         "{view}"
     );
     // A session open at a graceful stop is stopped by it, and says so after the restart.
-    let id = create(&s).await;
+    let id = create(&s, json!({})).await;
     s.stop().await;
     let dir = data.clone();
     let s = Service::fake(FakeRunner::new(), move |c| c.data_dir = Some(dir)).await;

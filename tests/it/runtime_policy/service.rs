@@ -4,7 +4,10 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::Service;
+use crate::api::{
+    assert_audit_verifies, audit_tail, first_held, get_json, has, post_in_background, stored,
+};
+use crate::harness::{Service, Setup};
 
 /// Reading /etc/hostname is denied, running `id` is logged, everything else is allowed.
 const GATE: &str = r#"
@@ -32,18 +35,14 @@ except OSError as e:
 print("id", subprocess.run(["id", "-u"], capture_output=True).returncode)
 "#;
 
-async fn service() -> Service {
-    let dir = tempfile::tempdir().expect("policies dir").keep();
-    std::fs::write(dir.join("gate.yml"), GATE).expect("policy file");
-    Service::start(move |c| {
-        c.policy.policies_dir = Some(dir);
-        c.sandbox.enforcement_ready = true;
-    })
-    .await
+fn setup() -> Setup {
+    Service::setup()
+        .policy("gate", GATE)
+        .config(|c| c.sandbox.enforcement_ready = true)
 }
 
-fn has(list: &Value, pred: impl Fn(&Value) -> bool) -> bool {
-    list.as_array().is_some_and(|items| items.iter().any(pred))
+async fn service() -> Service {
+    setup().start().await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -85,15 +84,7 @@ async fn a_denied_read_fails_in_the_script_and_shows_in_the_result_the_record_an
         "{result}"
     );
     let id = result["execution_id"].as_str().expect("id").to_string();
-    let stored: Value = s
-        .client
-        .get(format!("{}/v1/executions/{id}", s.url))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let stored = stored(&s, &id).await;
     assert_eq!(stored["events"], result["events"]);
 
     let data_dir = s.data_dir.clone();
@@ -127,38 +118,7 @@ async fn a_denied_read_fails_in_the_script_and_shows_in_the_result_the_record_an
             .all(|r| r["outcome"]["decision"] != "allow"),
         "only deny, approve and log decisions are audited: {decisions:?}"
     );
-    let verify = std::process::Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-        .args([
-            "audit",
-            "verify",
-            "--data-dir",
-            &data_dir.display().to_string(),
-        ])
-        .output()
-        .expect("verify");
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
-}
-
-fn audit_tail(data_dir: &std::path::Path) -> Vec<Value> {
-    let tail = std::process::Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-        .args([
-            "audit",
-            "tail",
-            "-n",
-            "1000",
-            "--data-dir",
-            &data_dir.display().to_string(),
-        ])
-        .output()
-        .expect("tail");
-    String::from_utf8_lossy(&tail.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect()
+    assert_audit_verifies(&data_dir);
 }
 
 const HELD: &str = r#"
@@ -174,35 +134,10 @@ except OSError as e:
 /// Runs HELD under `gate`, answers its held read with `decision` once it is listed, and returns
 /// the held entry and the result.
 async fn held_read(s: &Service, decision: &str) -> (Value, Value) {
-    let client = s.client.clone();
-    let url = s.url.clone();
-    let run = tokio::spawn(async move {
-        let body = json!({"script_content": HELD, "script_type": "python", "timeout": 60, "policy": "gate"});
-        let response = client
-            .post(format!("{url}/v1/execute"))
-            .json(&body)
-            .send()
-            .await
-            .expect("execute");
-        response.json::<Value>().await.expect("json")
-    });
-    let mut held = Value::Null;
-    for _ in 0..300 {
-        let list: Value = s
-            .client
-            .get(format!("{}/v1/approvals", s.url))
-            .send()
-            .await
-            .expect("approvals")
-            .json()
-            .await
-            .expect("json");
-        if let Some(op) = list["operations"].as_array().and_then(|ops| ops.first()) {
-            held = op.clone();
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let body =
+        json!({"script_content": HELD, "script_type": "python", "timeout": 60, "policy": "gate"});
+    let run = post_in_background(s, "/v1/execute", body);
+    let held = first_held(s, "operations").await;
     assert!(!run.is_finished(), "the run waits for the decision");
     let id = held["approval_id"]
         .as_str()
@@ -327,15 +262,7 @@ async fn live_events_arrive_while_the_command_runs() {
     })
     .await;
     assert!(first.is_ok(), "no blocked event arrived: {seen}");
-    let now: Value = s
-        .client
-        .get(format!("{}/v1/executions/{id}", s.url))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let now = stored(&s, &id).await;
     assert_eq!(
         now["status"], "running",
         "the event came before the command ended"
@@ -349,58 +276,21 @@ async fn live_events_arrive_while_the_command_runs() {
         "only the kinds asked for: {seen}"
     );
     drop(body);
-    let done: Value = s
-        .client
-        .get(format!("{}/v1/executions/{id}?wait=60", s.url))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let done = get_json(&s, &format!("/v1/executions/{id}?wait=60")).await;
     assert_eq!(done["stdout"], "done\n", "{done}");
     s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_operation_nobody_decides_expires_fails_with_eacces_and_leaves_the_list() {
-    let dir = tempfile::tempdir().expect("policies dir").keep();
-    std::fs::write(dir.join("gate.yml"), GATE).expect("policy file");
-    let s = Service::start(move |c| {
-        c.policy.policies_dir = Some(dir);
-        c.policy.approval_timeout_secs = 2;
-        c.sandbox.enforcement_ready = true;
-    })
-    .await;
-    let client = s.client.clone();
-    let url = s.url.clone();
-    let run = tokio::spawn(async move {
-        let body = json!({"script_content": HELD, "script_type": "python", "timeout": 60, "policy": "gate"});
-        let response = client
-            .post(format!("{url}/v1/execute"))
-            .json(&body)
-            .send()
-            .await
-            .expect("execute");
-        response.json::<Value>().await.expect("json")
-    });
-    let mut held = Value::Null;
-    for _ in 0..300 {
-        let list: Value = s
-            .client
-            .get(format!("{}/v1/approvals", s.url))
-            .send()
-            .await
-            .expect("approvals")
-            .json()
-            .await
-            .expect("json");
-        if let Some(op) = list["operations"].as_array().and_then(|ops| ops.first()) {
-            held = op.clone();
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let s = setup()
+        .config(|c| c.policy.approval_timeout_secs = 2)
+        .start()
+        .await;
+    let body =
+        json!({"script_content": HELD, "script_type": "python", "timeout": 60, "policy": "gate"});
+    let run = post_in_background(&s, "/v1/execute", body);
+    let held = first_held(&s, "operations").await;
     assert_eq!(held["target"], "/etc/hosts", "nothing was held: {held}");
     let parse = |v: &Value| {
         time::OffsetDateTime::parse(
