@@ -42,15 +42,61 @@ pub fn python_embedded<'t>(
     }
     // Otherwise a constant argv is a command line: check it with the Bash rules (crontab, rm …).
     match args.iter().find(|a| sem.list_items(**a).is_some()) {
-        Some(list) if !items.is_empty() => vec![Embedded {
-            interpreter: "argv".into(),
-            language: Some(Language::Bash),
-            code: Some(command_line(&items)),
-            anchor: *list,
-            verbatim_at: None,
-        }],
-        _ => Vec::new(),
+        Some(list) if !items.is_empty() => argv_lines(sem, &items)
+            .into_iter()
+            .map(|code| argv_embedded(*list, code))
+            .collect(),
+        _ => args
+            .first()
+            .map(|argv| looped_argvs(sem, *argv))
+            .unwrap_or_default(),
     }
+}
+
+fn argv_embedded(anchor: Node<'_>, code: String) -> Embedded<'_> {
+    Embedded {
+        interpreter: "argv".into(),
+        language: Some(Language::Bash),
+        code: Some(code),
+        anchor,
+        verbatim_at: None,
+    }
+}
+
+/// The command lines of an argv; one item taken from a loop over constants (`["rm", "-rf", d]`
+/// in `for d in DIRS`) gives one line per value.
+fn argv_lines(sem: &PySem<'_>, items: &[(Node<'_>, Option<String>)]) -> Vec<String> {
+    const MAX_LINES: usize = 16;
+    let unknown: Vec<usize> = (0..items.len()).filter(|i| items[*i].1.is_none()).collect();
+    if let [at] = unknown[..]
+        && let Some(values) = sem.possible_values(items[at].0)
+    {
+        return values
+            .into_iter()
+            .take(MAX_LINES)
+            .map(|v| {
+                let mut items = items.to_vec();
+                items[at].1 = Some(v);
+                command_line(&items)
+            })
+            .collect();
+    }
+    vec![command_line(items)]
+}
+
+/// `for cmd in (["iptables", "-F"], ["iptables", "-X"]): subprocess.run(cmd)`: each argv the
+/// loop variable takes.
+fn looped_argvs<'t>(sem: &PySem<'t>, argv: Node<'t>) -> Vec<Embedded<'t>> {
+    let Some(lists) = sem.loop_argv_lists(argv) else {
+        return Vec::new();
+    };
+    lists
+        .into_iter()
+        .filter_map(|list| sem.list_items(list))
+        .filter(|items| !items.is_empty())
+        .flat_map(|items| argv_lines(sem, &items))
+        .map(|code| argv_embedded(argv, code))
+        .collect()
 }
 
 /// A command string a shell runs (`subprocess.run(cmd, shell=True)`, `os.system(cmd)`), when it is

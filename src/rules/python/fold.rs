@@ -482,8 +482,23 @@ impl<'a> PySem<'a> {
             .find_map(|c| self.loop_variable(c, depth + 1))
     }
 
+    /// The list or tuple literals a loop variable goes through (`for argv in ([…], […])`).
+    pub(crate) fn loop_argv_lists(&self, node: Node<'a>) -> Option<Vec<Node<'a>>> {
+        if node.kind_id() != self.k.identifier {
+            return None;
+        }
+        let Some(Binding::Item(iterable, None)) = self.binding(&ident(node, self.src)) else {
+            return None;
+        };
+        let items = self.literal_items(iterable, 0)?;
+        items
+            .iter()
+            .all(|i| i.kind_id() == self.k.list || i.kind_id() == self.k.tuple)
+            .then_some(items)
+    }
+
     /// The items of a list, tuple or set literal, directly or through a name bound to one.
-    fn literal_items(&self, node: Node<'a>, depth: u8) -> Option<Vec<Node<'a>>> {
+    pub(crate) fn literal_items(&self, node: Node<'a>, depth: u8) -> Option<Vec<Node<'a>>> {
         let k = self.k;
         let kind = node.kind_id();
         if kind == k.list || kind == k.tuple || kind == k.set {
