@@ -65,7 +65,9 @@ impl BashSem<'_> {
             if interp.stdin_markers.contains(&a) {
                 return true;
             }
-            if interp.takes_code(&a) || interp.module_flags.contains(&a) {
+            // `node --version`, `python3 -V`: prints and exits without reading a program
+            let informational = matches!(a.as_str(), "--version" | "-V" | "--help" | "-h");
+            if interp.takes_code(&a) || interp.module_flags.contains(&a) || informational {
                 return false;
             }
             if !a.starts_with('-') {
