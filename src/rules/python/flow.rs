@@ -230,6 +230,18 @@ impl<'a> PySem<'a> {
         {
             return self.item_prefixes(v, at, d);
         }
+        // `glob.glob(p) + ["/etc/passwd"]`: the items of either
+        if kind == k.binary_operator
+            && iterable
+                .child_by_field_id(k.f_operator)
+                .is_some_and(|op| text(op, self.src) == "+")
+        {
+            return [k.f_left, k.f_right]
+                .into_iter()
+                .filter_map(|f| iterable.child_by_field_id(f))
+                .flat_map(|side| self.item_prefixes(side, at, d))
+                .collect();
+        }
         if kind != k.call {
             return Vec::new();
         }
