@@ -5,7 +5,7 @@ use tree_sitter::Node;
 
 use super::super::codec::{apply_codec, decode_base32, decode_base64, decode_escapes, decode_hex};
 use super::function_of;
-use super::ops::{join_paths, parse_int, percent_format, py_slice};
+use super::ops::{join_paths, parse_int, percent_format, py_slice, str_format};
 use super::*;
 
 /// Functions (last name segment) whose result can be a constant when their arguments are.
@@ -79,11 +79,16 @@ impl<'a> PySem<'a> {
             if let Some(Some(value)) = constant {
                 return Some(value.clone());
             }
-            let (var, item) = self.bound?;
-            if ident(var, self.src) == name {
+            if let Some((var, item)) = self.bound
+                && ident(var, self.src) == name
+            {
                 return self.fold_at(item, d);
             }
-            // enumerating a loop: `p = Path(d)` folds through its value for each `d`
+            if self.bound.is_none() && !self.quoting {
+                return None;
+            }
+            // enumerating a loop (`p = Path(d)` folds through its value for each `d`), or a
+            // command string built earlier from quoted parts (`cmd = "grep {}".format(quote(x))`)
             match self.binding(&name)? {
                 Binding::Value(value) => self.fold_at(value, d),
                 _ => None,
@@ -301,7 +306,11 @@ impl<'a> PySem<'a> {
             "lstrip" => Some(self.fold_at(object, d)?.trim_start().to_string()),
             "rstrip" => Some(self.fold_at(object, d)?.trim_end().to_string()),
             "replace" => Some(self.fold_at(object, d)?.replace(&arg(0)?, &arg(1)?)),
-            "format" if args.is_empty() => self.fold_at(object, d),
+            "format" => {
+                let values: Option<Vec<String>> =
+                    args.iter().map(|a| self.fold_at(*a, d)).collect();
+                str_format(&self.fold_at(object, d)?, &values?)
+            }
             "fromhex" => decode_hex(&arg(0)?),
             _ => None,
         }

@@ -73,9 +73,61 @@ pub(super) fn percent_format(template: &str, values: &[String]) -> Option<String
     values.next().is_none().then_some(out)
 }
 
+/// `template.format(*values)` for fields `{}` and `{N}` without conversion or format spec
+/// (`{{`/`}}` are literal braces); `None` for anything else (`{name}`, `{0!r}`, `{:>8}`).
+pub(super) fn str_format(template: &str, values: &[String]) -> Option<String> {
+    let mut out = String::new();
+    let mut next = 0;
+    let mut chars = template.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                out.push('{');
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                out.push('}');
+            }
+            '{' => {
+                let mut field = String::new();
+                loop {
+                    match chars.next()? {
+                        '}' => break,
+                        c => field.push(c),
+                    }
+                }
+                let index = if field.is_empty() {
+                    next += 1;
+                    next - 1
+                } else {
+                    field.parse::<usize>().ok()?
+                };
+                out.push_str(values.get(index)?);
+            }
+            '}' => return None,
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn str_format_fills_positional_fields_only() {
+        let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(str_format("{}-{}", &v(&["a", "b"])).as_deref(), Some("a-b"));
+        assert_eq!(
+            str_format("{1}{0}{{x}}", &v(&["a", "b"])).as_deref(),
+            Some("ba{x}")
+        );
+        assert_eq!(str_format("{name}", &v(&["a"])), None);
+        assert_eq!(str_format("{:>4}", &v(&["a"])), None);
+        assert_eq!(str_format("{2}", &v(&["a"])), None);
+    }
 
     #[test]
     fn slices_follow_python_semantics() {
