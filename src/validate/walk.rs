@@ -60,6 +60,10 @@ pub(crate) struct Frame<'t> {
     pub(crate) bits: u8,
     /// Check-specific indentation widths (tab stops 1 and 8), when recorded.
     pub(crate) indent: Option<(usize, usize)>,
+    /// Children of `node` after the one being visited: at zero the walk climbs to the parent
+    /// without asking the cursor for a next sibling, which on the last child costs a climb
+    /// through every hidden node (repetitions are balanced trees of them) to find none.
+    siblings_left: u32,
 }
 
 impl<'t> Frame<'t> {
@@ -70,6 +74,7 @@ impl<'t> Frame<'t> {
             prev: None,
             bits: 0,
             indent: None,
+            siblings_left: node.child_count().saturating_sub(1),
         }
     }
 }
@@ -153,7 +158,12 @@ pub(crate) fn run<'t>(
             walk.syntax.push(syntax::too_deep(pos, node));
         }
         loop {
-            if cursor.goto_next_sibling() {
+            let more = frames.last_mut().is_none_or(|parent| {
+                let more = parent.siblings_left > 0;
+                parent.siblings_left = parent.siblings_left.saturating_sub(1);
+                more
+            });
+            if more && cursor.goto_next_sibling() {
                 continue 'nodes;
             }
             if !cursor.goto_parent() {
@@ -268,6 +278,80 @@ impl<'t> Walk<'t> {
             kinds
                 .py_syntax
                 .exit(frame, frames.last(), src, pos, &mut self.syntax);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::domain::script::Language;
+    use crate::rules::grammar::Grammar;
+
+    /// Every script of the repository's corpora and the benchmark fixtures, with its language.
+    fn corpora() -> Vec<(Language, String)> {
+        #[derive(serde::Deserialize)]
+        struct Case {
+            language: Language,
+            script: String,
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut out = Vec::new();
+        for folder in ["tests/corpus", "tests/corpus_heldout"] {
+            let Ok(dir) = std::fs::read_dir(root.join(folder)) else {
+                continue;
+            };
+            for entry in dir {
+                let path = entry.expect("dir entry").path();
+                if path.extension().is_some_and(|e| e == "yml") {
+                    let text = std::fs::read_to_string(&path).expect("corpus file");
+                    let cases: Vec<Case> = serde_norway::from_str(&text).expect("corpus cases");
+                    out.extend(cases.into_iter().map(|c| (c.language, c.script)));
+                }
+            }
+        }
+        for entry in std::fs::read_dir(root.join("benches/fixtures")).expect("fixtures") {
+            let path = entry.expect("dir entry").path();
+            let language = match path.extension().and_then(|e| e.to_str()) {
+                Some("py") => Language::Python,
+                Some("sh") => Language::Bash,
+                _ => continue,
+            };
+            out.push((language, std::fs::read_to_string(&path).expect("fixture")));
+        }
+        out
+    }
+
+    /// The walk climbs to a parent once it has seen `child_count()` children, without asking the
+    /// cursor for one more: that count must be what the cursor visits, on every node of every
+    /// script (broken ones too), or the walk would skip nodes.
+    #[test]
+    fn child_counts_are_what_the_cursor_visits() {
+        let cases = corpora();
+        assert!(cases.len() > 100, "the corpora are found");
+        for (language, script) in cases {
+            let grammar = Grammar::new(language);
+            let tree = grammar.parse(&super::super::parse_text(language, &script));
+            let mut nodes = vec![tree.root_node()];
+            let mut cursor = tree.walk();
+            while let Some(node) = nodes.pop() {
+                // Counted with the cursor itself (`Node::children` trusts `child_count()`).
+                cursor.reset(node);
+                let mut visited = Vec::new();
+                if cursor.goto_first_child() {
+                    visited.push(cursor.node());
+                    while cursor.goto_next_sibling() {
+                        visited.push(cursor.node());
+                    }
+                }
+                assert_eq!(
+                    u32::try_from(visited.len()).expect("fits"),
+                    node.child_count(),
+                    "{language}: {} at {:?} in {script:?}",
+                    node.kind(),
+                    node.start_position()
+                );
+                nodes.extend(visited);
+            }
         }
     }
 }
