@@ -1,7 +1,8 @@
 //! The session's `file_rules` on the host's files API: an upload is a write and a creation, a
 //! download a read, a delete a deletion, a listing a list, each decided on the path it names
-//! before the container is asked. `deny` and `approve` refuse it (the files API cannot hold a
-//! request for an operator; a command can), `log` lets it through; every decision that is not a
+//! before the container is asked. `deny` refuses it (403 `policy_violation`), `approve` too with
+//! its own error (403 `approval_required`, the rendered message: the files API answers at once and
+//! cannot hold a request for an operator; a command can), `log` lets it through; every decision that is not a
 //! plain `allow` is an audit record.
 //!
 //! A delete of a directory is decided on the directory's path only: rules on paths inside it do
@@ -61,24 +62,19 @@ impl Sessions {
                     verdict.rule(),
                 ));
             }
-            if matches!(verdict.decision, Decision::Deny | Decision::Approve) {
-                let message = match verdict.message() {
-                    Some(m) => m.to_string(),
-                    None => match verdict.rule() {
-                        Some(rule) => format!(
-                            "{} of {path} is refused by the session's policy (rule `{rule}`)",
-                            op.as_str()
-                        ),
-                        None => format!(
-                            "{} of {path} is refused: no rule of the session's policy allows it",
-                            op.as_str()
-                        ),
-                    },
-                };
-                refused = Some(SessionError::Denied {
+            let refusal = match verdict.decision {
+                Decision::Deny => Some(SessionError::Denied {
                     rule: verdict.rule().map(str::to_string),
-                    message,
-                });
+                    message: denial(op, path, verdict.rule(), verdict.message()),
+                }),
+                Decision::Approve => Some(SessionError::ApprovalRequired {
+                    rule: verdict.rule().map(str::to_string),
+                    message: held(op, path, verdict.rule(), verdict.message()),
+                }),
+                Decision::Allow | Decision::Log => None,
+            };
+            if let Some(refusal) = refusal {
+                refused = Some(refusal);
                 break;
             }
         }
@@ -89,6 +85,42 @@ impl Sessions {
         }
         refused.map_or(Ok(()), Err)
     }
+}
+
+/// Why a `deny` refused: the rule's message, else which rule (or none) refused.
+fn denial(op: Operation, path: &str, rule: Option<&str>, message: Option<impl ToString>) -> String {
+    if let Some(m) = message {
+        return m.to_string();
+    }
+    match rule {
+        Some(rule) => format!(
+            "{} of {path} is refused by the session's policy (rule `{rule}`)",
+            op.as_str()
+        ),
+        None => format!(
+            "{} of {path} is refused: no rule of the session's policy allows it",
+            op.as_str()
+        ),
+    }
+}
+
+/// Why an `approve` refused: the files API answers at once, so it says where an operator can
+/// decide instead (a command, which the policy holds in `/v1/approvals`).
+fn held(op: Operation, path: &str, rule: Option<&str>, message: Option<impl ToString>) -> String {
+    let mut text = format!(
+        "{} of {path} needs an operator's approval (rule `{}`",
+        op.as_str(),
+        rule.unwrap_or("?")
+    );
+    if let Some(m) = message {
+        text.push_str(": ");
+        text.push_str(&m.to_string());
+    }
+    text.push_str(
+        "); the files API does not wait for one: perform it with a command, which the session's \
+         policy holds for an operator in /v1/approvals",
+    );
+    text
 }
 
 fn record(

@@ -327,6 +327,53 @@ async fn the_files_api_answers_403_policy_violation_before_the_sandbox() {
     s.stop().await;
 }
 
+/// Writes under /workspace/held need an operator, those under /workspace/noted are logged.
+const HELD: &str = r#"
+version: 1
+name: held
+file_rules:
+  - {name: needs-an-operator, paths: [/workspace/held/**], operations: [write, create], decision: approve, message: "{path} is shared"}
+  - {name: noted, paths: [/workspace/noted/**], operations: ["*"], decision: log}
+  - {name: rest, paths: ["/**"], operations: ["*"], decision: allow}
+command_rules:
+  - {name: any, commands: ["*"], decision: allow}
+network_rules:
+  - {name: none, decision: deny}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_files_api_answers_approval_required_for_an_approve_and_lets_a_log_through() {
+    let dir = tempfile::tempdir().expect("policies dir").keep();
+    std::fs::write(dir.join("held.yml"), HELD).expect("policy file");
+    let s = Service::fake(FakeRunner::new(), move |c| {
+        c.policy.policies_dir = Some(dir)
+    })
+    .await;
+    let id = create(&s, json!({"policy": "held"})).await;
+    let url = format!("{}/v1/sessions/{id}/files/held/a.txt", s.url);
+    let r = s.client.put(&url).body("x").send().await.expect("put");
+    assert_eq!(r.status().as_u16(), 403);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(
+        body,
+        json!({"error": {"type": "approval_required", "message":
+            "write of /workspace/held/a.txt needs an operator's approval (rule `needs-an-operator`: \
+             /workspace/held/a.txt is shared); the files API does not wait for one: perform it \
+             with a command, which the session's policy holds for an operator in /v1/approvals"}})
+    );
+    // The fake sandbox never saw it; nothing waits in /v1/approvals.
+    let r = s.client.get(&url).send().await.expect("get");
+    assert_eq!(r.status().as_u16(), 404);
+    let (_, approvals) = get(&s, "/v1/approvals").await;
+    assert_eq!(approvals["pending"], json!([]), "{approvals}");
+    let noted = format!("{}/v1/sessions/{id}/files/noted/a.txt", s.url);
+    let r = s.client.put(&noted).body("x").send().await.expect("put");
+    assert_eq!(r.status().as_u16(), 200);
+    let r = s.client.get(&noted).send().await.expect("get");
+    assert_eq!(r.status().as_u16(), 200);
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sandbox_that_cannot_enforce_refuses_a_session_with_a_policy() {
     let s = Service::fake(FakeRunner::new().without_enforcement(), |_| {}).await;
