@@ -54,13 +54,14 @@ impl FileDenied {
 
 impl Executions {
     /// The files `work` moves in and out of its sandbox, against its policy's `file_rules` (no
-    /// policy, or one no longer configured: nothing to decide here).
-    pub(crate) fn policy_files(&self, work: &Work) -> Result<(), FileDenied> {
+    /// policy, or one no longer configured: nothing to decide here): a `deny` is the error, the
+    /// other decisions that are not `allow` are the answer (as `file` checks).
+    pub(crate) fn policy_files(&self, work: &Work) -> Result<Vec<PolicyCheck>, FileDenied> {
         let Some(name) = work.policy() else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let Some(policy) = self.run_policies.compiled(name) else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let files = match work {
             Work::Script(run) => workspace_files(run),
@@ -73,7 +74,10 @@ impl Executions {
                 None => Vec::new(),
             },
         };
-        decide_all(&policy, name, &files)
+        decide_all(&policy, name, &files)?;
+        let mut review = Review::default();
+        review_files(&mut review, &policy, name, &files);
+        Ok(review.checks)
     }
 }
 

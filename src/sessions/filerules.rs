@@ -14,13 +14,15 @@ use serde::Serialize;
 
 use super::{Session, SessionError, Sessions};
 use crate::auth::Caller;
+use crate::domain::record::{PolicyCheck, PolicyCheckKind};
 use crate::store::AuditEvent;
 
 #[derive(Serialize)]
 struct FileApiDecision<'a> {
     session_id: uuid::Uuid,
     policy: &'a str,
-    /// Where the operation came from: the files API, not a command.
+    /// Where the operation came from: the files API (`files_api`) or a job's file steps (`job`),
+    /// not a command.
     via: &'static str,
     operation: &'static str,
     target: &'a str,
@@ -56,6 +58,7 @@ impl Sessions {
                     caller,
                     session,
                     name,
+                    "files_api",
                     op,
                     path,
                     verdict.decision,
@@ -69,7 +72,7 @@ impl Sessions {
                 }),
                 Decision::Approve => Some(SessionError::ApprovalRequired {
                     rule: verdict.rule().map(str::to_string),
-                    message: held(op, path, verdict.rule(), verdict.message()),
+                    message: held(op, path, verdict.rule(), verdict.message(), "the files API"),
                 }),
                 Decision::Allow | Decision::Log => None,
             };
@@ -82,6 +85,56 @@ impl Sessions {
             && let Err(e) = self.store.append_audit(audit).await
         {
             tracing::error!(session_id = %session.id, error = %e, "could not audit a files API decision");
+        }
+        refused.map_or(Ok(()), Err)
+    }
+}
+
+impl Sessions {
+    /// The `approve` and `log` decisions of the session's policy on the files of a job in the
+    /// session (`checks`, from `Executions::policy_files`): each is audited under the session; an
+    /// `approve` refuses the job (a session's job answers at once and is not held).
+    pub(crate) async fn job_file_decisions(
+        &self,
+        caller: &Caller,
+        session: &Session,
+        checks: &[PolicyCheck],
+    ) -> Result<(), SessionError> {
+        let Some(name) = session.policy.as_deref() else {
+            return Ok(());
+        };
+        let mut audit = Vec::new();
+        let mut refused = None;
+        for check in checks.iter().filter(|c| c.kind == PolicyCheckKind::File) {
+            let Some((op, path)) = check
+                .target
+                .split_once(' ')
+                .and_then(|(op, path)| Some((op.parse::<Operation>().ok()?, path)))
+            else {
+                continue;
+            };
+            let rule = check.rule.as_deref();
+            audit.push(record(
+                caller,
+                session,
+                name,
+                "job",
+                op,
+                path,
+                check.decision,
+                rule,
+            ));
+            if check.decision == Decision::Approve && refused.is_none() {
+                refused = Some(SessionError::ApprovalRequired {
+                    rule: check.rule.clone(),
+                    message: held(op, path, rule, check.message.as_deref(), "a session's job"),
+                });
+            }
+        }
+        if !audit.is_empty()
+            && let Err(e) = self.store.append_audit(audit).await
+        {
+            tracing::error!(session_id = %session.id, error = %e, "could not audit a job's file decision");
         }
         refused.map_or(Ok(()), Err)
     }
@@ -106,7 +159,13 @@ fn denial(op: Operation, path: &str, rule: Option<&str>, message: Option<impl To
 
 /// Why an `approve` refused: the files API answers at once, so it says where an operator can
 /// decide instead (a command, which the policy holds in `/v1/approvals`).
-fn held(op: Operation, path: &str, rule: Option<&str>, message: Option<impl ToString>) -> String {
+fn held(
+    op: Operation,
+    path: &str,
+    rule: Option<&str>,
+    message: Option<impl ToString>,
+    what: &str,
+) -> String {
     let mut text = format!(
         "{} of {path} needs an operator's approval (rule `{}`",
         op.as_str(),
@@ -116,17 +175,19 @@ fn held(op: Operation, path: &str, rule: Option<&str>, message: Option<impl ToSt
         text.push_str(": ");
         text.push_str(&m.to_string());
     }
-    text.push_str(
-        "); the files API does not wait for one: perform it with a command, which the session's \
-         policy holds for an operator in /v1/approvals",
-    );
+    text.push_str(&format!(
+        "); {what} does not wait for one: perform it with a command, which the session's policy \
+         holds for an operator in /v1/approvals"
+    ));
     text
 }
 
+#[allow(clippy::too_many_arguments)]
 fn record(
     caller: &Caller,
     session: &Session,
     policy: &str,
+    via: &'static str,
     op: Operation,
     path: &str,
     decision: Decision,
@@ -135,7 +196,7 @@ fn record(
     let outcome = FileApiDecision {
         session_id: session.id,
         policy,
-        via: "files_api",
+        via,
         operation: file_operation(op),
         target: path,
         decision,
