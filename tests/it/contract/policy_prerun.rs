@@ -499,3 +499,42 @@ async fn approve_on_a_host_file_holds_the_run_and_log_is_audited_and_listed() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn os_system_and_os_popen_command_lines_are_decided_before_the_run() {
+    let s = service(FakeRunner::new()).await;
+    let python =
+        |text: &str| json!({"script_content": text, "script_type": "python", "policy": "gate"});
+    let (status, out) = s
+        .post(
+            "/v1/execute",
+            &python("import os\nos.system('echo hi && pip install requests')\n"),
+        )
+        .await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["error"]["type"], "policy_violation", "{out}");
+    assert_eq!(
+        out["error"]["message"],
+        "the policy `gate` denies the command `pip install requests` (line 2): rule \
+         `no-installs`: pip install requests: no installs here"
+    );
+    // An `approve` is listed with the rest (the `python-os-command` rule blocks the script here
+    // anyway; the decision on its command line is still recorded and audited).
+    let (status, out) = s
+        .post(
+            "/v1/execute",
+            &python("import os\nprint(os.popen('curl -s https://example.com').read())\n"),
+        )
+        .await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(
+        out["policy_checks"],
+        json!([{"kind": "command", "target": "curl -s https://example.com", "decision": "approve",
+            "rule": "fetch-needs-an-operator",
+            "message": "curl -s https://example.com fetches from the network",
+            "line": 2, "column": 17}]),
+        "{out}"
+    );
+    assert!(s.runner().ran().is_empty(), "nothing ran");
+    s.stop().await;
+}
