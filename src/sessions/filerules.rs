@@ -57,10 +57,8 @@ impl Sessions {
                 audit.push(record(
                     caller,
                     session,
-                    name,
-                    "files_api",
-                    op,
-                    path,
+                    (name, "files_api"),
+                    (op, path),
                     verdict.decision,
                     verdict.rule(),
                 ));
@@ -117,10 +115,8 @@ impl Sessions {
             audit.push(record(
                 caller,
                 session,
-                name,
-                "job",
-                op,
-                path,
+                (name, "job"),
+                (op, path),
                 check.decision,
                 rule,
             ));
@@ -182,14 +178,12 @@ fn held(
     text
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The audit record of one decision: `(op, path)` decided `decision` by `rule`.
 fn record(
     caller: &Caller,
     session: &Session,
-    policy: &str,
-    via: &'static str,
-    op: Operation,
-    path: &str,
+    (policy, via): (&str, &'static str),
+    (op, path): (Operation, &str),
     decision: Decision,
     rule: Option<&str>,
 ) -> AuditEvent {
