@@ -214,13 +214,17 @@ pub enum PolicyCheckKind {
     Command,
     /// A validation finding, raised by the policy's `validation_rules`.
     Finding,
+    /// A file the service itself moves in or out of the sandbox (a job's file steps and artifact
+    /// globs, a script's `files` and `artifacts`), decided by the policy's `file_rules`.
+    File,
 }
 
 /// A decision a run's policy made before the run (`deny`, `approve` or `log`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PolicyCheck {
     pub kind: PolicyCheckKind,
-    /// The command line (`pip install requests`), or the finding's rule id.
+    /// The command line (`pip install requests`), the finding's rule id, or for a file the
+    /// operation and the path (`write /workspace/a.py`).
     pub target: String,
     /// `deny`, `approve` or `log`.
     #[schema(value_type = String, example = "approve")]
@@ -229,7 +233,7 @@ pub struct PolicyCheck {
     pub rule: Option<String>,
     /// The rule's message, rendered for this command or finding.
     pub message: Option<String>,
-    /// Where in the script (1-based).
+    /// Where in the script (1-based; 0 for a file).
     pub line: u32,
     pub column: u32,
 }

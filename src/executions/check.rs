@@ -5,9 +5,11 @@
 //!   a run-time policy, the policy's pre-run decisions too (`prerun.rs`): a `deny` refuses it.
 //! - A script with a workspace (files in, artifacts out): the script as above, each file's
 //!   content (see `content.rs`), then the run becomes a job of its own (write the files, write
-//!   the script, run it with its interpreter, collect the globs), cleared like any job.
+//!   the script, run it with its interpreter, collect the globs), cleared like any job; the files
+//!   it moves in and out are decided by the run's policy too (`filerules.rs`).
 //! - A job: parsed (version first), checked against the deployment's maxima and its own
-//!   constraints, then its content validated; [`JobRun::cleared`] takes only a job whose content
+//!   constraints, its files decided by the run's policy (`filerules.rs`), then its content
+//!   validated; [`JobRun::cleared`] takes only a job whose content
 //!   verdicts all pass and were made on that very job. A job refused here has a complete result:
 //!   the offending step failed with its typed error, every other step skipped, nothing run.
 
@@ -17,6 +19,7 @@ use time::OffsetDateTime;
 use scriptgate_policy::CompiledPolicy;
 
 use super::content::{self, ContentChecker};
+use super::filerules;
 use super::prerun::{self, Review};
 use crate::domain::content::{ContentVerdict, JobVerdict, empty_verdict, merged};
 use crate::domain::record::{ErrorKind, ExecutionError, JobResult};
@@ -130,7 +133,10 @@ fn script(deps: CheckDeps<'_>, run: &ScriptRun) -> Checked {
 }
 
 fn workspace(deps: CheckDeps<'_>, run: &ScriptRun) -> Checked {
-    let (script_verdict, review) = validated(deps, run);
+    let (script_verdict, mut review) = validated(deps, run);
+    if let Some((name, policy)) = deps.policy {
+        filerules::review_files(&mut review, policy, name, &filerules::workspace_files(run));
+    }
     let contents = ContentChecker::new(deps.validator).files(&run.files);
     let verdict = merged(script_verdict.clone(), &contents);
     let mut checked = Checked {
@@ -242,6 +248,23 @@ fn job_work(deps: CheckDeps<'_>, work: &JobWork) -> Checked {
             return checked;
         }
     };
+    if let Some((name, policy)) = deps.policy {
+        filerules::review_files(
+            &mut checked.review,
+            policy,
+            name,
+            &filerules::job_files(&job),
+        );
+        if let Some(error) = checked.review.refusal.clone() {
+            let denied = JobError::policy(error.message.clone());
+            let result = job.result_builder(now).refuse(None, denied);
+            checked.outcome = Err(Refusal::Refused {
+                error,
+                result: Some(Box::new(result)),
+            });
+            return checked;
+        }
+    }
     checked.contents = ContentChecker::new(deps.validator).job(&job);
     checked.verdict = merged(empty_verdict(JOB_LANGUAGE), &checked.contents);
     if let Some((index, bad)) = first_rejected(&job, &checked.contents) {

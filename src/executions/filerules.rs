@@ -4,12 +4,19 @@
 //! job's `write_file` steps are created and written, `apply_unified_diff` files written (created
 //! when the diff creates them), `read_file` read, `list_tree` listed, its artifact globs read.
 //!
-//! Only `deny` refuses here: an `approve` or a `log` on these files is not held or recorded here
-//! (the run's enforcement inside the container decides what its commands do to them).
+//! A `deny` refuses the request (403 `policy_violation`, nothing recorded). The other decisions
+//! join the run's pre-run review (`prerun.rs`) as `file` checks: an `approve` holds the run for an
+//! operator before anything is written, like an `approve` of a command; a `log` lets it through.
+//! Both are audited with the other pre-run decisions and, once the run ends, listed in its
+//! result's `events.file_operations` (decision and rule). What the run's commands do to the same
+//! files is decided inside the container.
 
+use scriptgate_policy::events::{Event, Events, FileEvent};
 use scriptgate_policy::{CompiledPolicy, Decision, Operation};
 
 use super::Executions;
+use super::prerun::Review;
+use crate::domain::record::{ExecutionRecord, PolicyCheck, PolicyCheckKind};
 use crate::domain::work::{ScriptRun, Work};
 use crate::sandbox::job::paths::JobPath;
 use crate::sandbox::job::{self, CheckedAction, CheckedJob};
@@ -47,13 +54,14 @@ impl FileDenied {
 
 impl Executions {
     /// The files `work` moves in and out of its sandbox, against its policy's `file_rules` (no
-    /// policy, or one no longer configured: nothing to decide here).
-    pub(crate) fn policy_files(&self, work: &Work) -> Result<(), FileDenied> {
+    /// policy, or one no longer configured: nothing to decide here): a `deny` is the error, the
+    /// other decisions that are not `allow` are the answer (as `file` checks).
+    pub(crate) fn policy_files(&self, work: &Work) -> Result<Vec<PolicyCheck>, FileDenied> {
         let Some(name) = work.policy() else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let Some(policy) = self.run_policies.compiled(name) else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let files = match work {
             Work::Script(run) => workspace_files(run),
@@ -66,14 +74,71 @@ impl Executions {
                 None => Vec::new(),
             },
         };
-        decide_all(&policy, name, &files)
+        decide_all(&policy, name, &files)?;
+        let mut review = Review::default();
+        review_files(&mut review, &policy, name, &files);
+        Ok(review.checks)
     }
 }
 
 /// Each operation and path, in the order the run would perform them.
-type Files = Vec<(Operation, String)>;
+pub(super) type Files = Vec<(Operation, String)>;
 
-fn workspace_files(run: &ScriptRun) -> Files {
+/// Every decision of `policy` (named `name`) on `files` other than `allow`, into `review`.
+pub(super) fn review_files(
+    review: &mut Review,
+    policy: &CompiledPolicy,
+    name: &str,
+    files: &Files,
+) {
+    for (operation, path) in files {
+        let verdict = policy.decide_file(*operation, path.as_str());
+        if verdict.decision == Decision::Allow {
+            continue;
+        }
+        let check = PolicyCheck {
+            kind: PolicyCheckKind::File,
+            target: format!("{} {path}", operation.as_str()),
+            decision: verdict.decision,
+            rule: verdict.rule().map(str::to_string),
+            message: verdict.message().map(|m| m.to_string()),
+            line: 0,
+            column: 0,
+        };
+        review.add(check, name);
+    }
+}
+
+/// The `file` checks of `rec` that let the run go on (`log`, and `approve` an operator granted),
+/// as events of its result's `file_operations`; `cap` bounds a list the run did not fill.
+pub(super) fn host_events(rec: &mut ExecutionRecord, cap: u32) {
+    let seen: Vec<FileEvent> = rec
+        .policy_checks
+        .iter()
+        .filter(|c| c.kind == PolicyCheckKind::File && c.decision != Decision::Deny)
+        .filter_map(|c| {
+            let (operation, path) = c.target.split_once(' ')?;
+            Some(FileEvent {
+                kind: operation.parse::<Operation>().ok()?.into(),
+                path: path.to_string(),
+                bytes: None,
+                decision: c.decision,
+                rule: c.rule.clone(),
+            })
+        })
+        .collect();
+    let Some(result) = rec.result.as_mut().filter(|_| !seen.is_empty()) else {
+        return;
+    };
+    let events = result
+        .events
+        .get_or_insert_with(|| Events::with_cap(cap as usize));
+    for event in seen {
+        events.push(Event::File(event));
+    }
+}
+
+pub(super) fn workspace_files(run: &ScriptRun) -> Files {
     let mut files = Files::new();
     for f in &run.files {
         files.push((Operation::Create, f.path.clone()));
@@ -86,7 +151,7 @@ fn workspace_files(run: &ScriptRun) -> Files {
     files
 }
 
-fn job_files(job: &CheckedJob) -> Files {
+pub(super) fn job_files(job: &CheckedJob) -> Files {
     let mut files = Files::new();
     for step in job.steps() {
         match &step.plan {
@@ -237,5 +302,49 @@ mod tests {
         );
         let denied = decide_all(&p, "t", &job_files(&bad)).expect_err("denied");
         assert_eq!(denied.path, "/workspace/id.key");
+    }
+
+    #[test]
+    fn approve_and_log_join_the_review_and_deny_refuses_it() {
+        let p = crate::policy::parse_policy(
+            "a.yml",
+            "version: 1\nname: a\nfile_rules:\n\
+             - {name: ask, paths: ['/workspace/deploy/**'], operations: [write], decision: approve, message: '{path}?'}\n\
+             - {name: note, paths: ['/workspace/**'], operations: [create], decision: log}\n\
+             - {name: keys, paths: ['**/*.key'], operations: [read], decision: deny}\n\
+             - {name: rest, paths: ['/**'], operations: ['*'], decision: allow}\n",
+        )
+        .expect("valid");
+        let mut review = Review::default();
+        let files = workspace_files(&run(&["/workspace/deploy/x"], &["/workspace/out.txt"]));
+        review_files(&mut review, &p, "a", &files);
+        assert!(review.holds() && review.refusal.is_none());
+        let seen: Vec<(&str, Decision, Option<&str>)> = review
+            .checks
+            .iter()
+            .map(|c| (c.target.as_str(), c.decision, c.message.as_deref()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("create /workspace/deploy/x", Decision::Log, None),
+                (
+                    "write /workspace/deploy/x",
+                    Decision::Approve,
+                    Some("/workspace/deploy/x?")
+                ),
+            ]
+        );
+        review_files(
+            &mut review,
+            &p,
+            "a",
+            &workspace_files(&run(&[], &["a.key"])),
+        );
+        let refusal = review.refusal.expect("refused");
+        assert_eq!(
+            refusal.message,
+            "the policy `a` denies read of /workspace/a.key: rule `keys`"
+        );
     }
 }

@@ -308,11 +308,15 @@ impl Executions {
         if self.settings.redact_output_secrets {
             ended.redact(&self.validator);
         }
+        let cap = self.run_policies.policies().settings().event_cap;
         let t = self
             .transition(rec.id, &[Status::Running], move |r| {
                 ended.apply(r);
                 let mut entries = vec![audit::run_finished(r)];
                 entries.extend(audit::policy_decisions(r));
+                // After the run's own decisions: the service's file operations were audited
+                // before the run, with the other pre-run decisions.
+                super::filerules::host_events(r, cap);
                 entries.extend(super::network::network_decisions(r));
                 entries
             })

@@ -32,7 +32,7 @@ impl Review {
         self.checks.iter().any(|c| c.decision == Decision::Approve)
     }
 
-    fn add(&mut self, check: PolicyCheck, policy: &str) {
+    pub(super) fn add(&mut self, check: PolicyCheck, policy: &str) {
         if check.decision == Decision::Deny && self.refusal.is_none() {
             self.refusal = Some(ExecutionError::new(
                 ErrorKind::PolicyViolation,
@@ -126,17 +126,18 @@ fn rendered<S: Subject>(verdict: &PolicyVerdict<'_, S>) -> Option<String> {
 /// The error of a run a `deny` refused: what, where, which rule, and the rule's message.
 fn denial(check: &PolicyCheck, policy: &str) -> String {
     let what = match check.kind {
-        PolicyCheckKind::Command => format!("the command `{}`", check.target),
-        PolicyCheckKind::Finding => format!("the finding `{}`", check.target),
+        PolicyCheckKind::Command => format!("the command `{}` (line {})", check.target, check.line),
+        PolicyCheckKind::Finding => format!("the finding `{}` (line {})", check.target, check.line),
+        PolicyCheckKind::File => match check.target.split_once(' ') {
+            Some((operation, path)) => format!("{operation} of {path}"),
+            None => check.target.clone(),
+        },
     };
     let rule = match &check.rule {
         Some(rule) => format!("rule `{rule}`"),
         None => "no rule matched (the section denies)".to_string(),
     };
-    let mut message = format!(
-        "the policy `{policy}` denies {what} (line {}): {rule}",
-        check.line
-    );
+    let mut message = format!("the policy `{policy}` denies {what}: {rule}");
     if let Some(m) = &check.message {
         message.push_str(": ");
         message.push_str(m);

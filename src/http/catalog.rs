@@ -189,7 +189,8 @@ impl Catalog {
                              `events.blocked_operations`. Before the run, the commands the \
                              script runs are decided too: a denied one refuses the run \
                              (`policy_violation`), one that needs an operator holds it \
-                             (`policy_checks` says which). Not with files or artifacts yet.",
+                             (`policy_checks` says which); so are the files the service moves in \
+                             and out (`file_rules`: a denied one is 403 `policy_violation`).",
                             config.policy.default
                         )
                     }

@@ -210,6 +210,9 @@ impl From<SessionError> for ApiError {
                 rule: rule.clone(),
                 message: message.clone(),
             },
+            SessionError::ApprovalRequired { .. } => {
+                typed(StatusCode::FORBIDDEN, "approval_required")
+            }
             SessionError::Policy(PolicyChoiceError::NotAllowed(_)) => {
                 ApiError::PolicyNotAllowed(e.to_string())
             }

@@ -156,6 +156,8 @@ impl ExecuteIn {
 /// files are decided by the policy's `file_rules` before anything is recorded (a `deny` is 403
 /// `policy_violation`); its commands then run under the policy inside the container.
 pub(crate) fn check_policy_files(executions: &Executions, work: &Work) -> Result<(), ApiError> {
+    // The other decisions are taken again with the run's review (`approve` holds it, `log` is
+    // audited with it).
     executions.policy_files(work)?;
     Ok(())
 }

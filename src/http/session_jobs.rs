@@ -14,15 +14,15 @@ use uuid::Uuid;
 
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
-use super::execute::check_policy_files;
 use super::json::RawJson;
 use super::params::IdParam;
 use super::{AppState, jobs};
-use crate::auth::Role;
+use crate::auth::{Caller, Role};
 use crate::domain::content::ContentVerdict;
 use crate::domain::record::JobResult;
 use crate::domain::work::{JobWork, Work};
 use crate::executions::check::{Cleared, Refusal};
+use crate::sessions::Session;
 
 /// A session job's result: the protocol's result object, with the session that ran it and what
 /// validation found in the job's content.
@@ -36,21 +36,29 @@ pub(super) struct SessionJobOut {
 }
 
 /// The files `work` writes, reads, patches, lists or returns, against the session's policy's
-/// `file_rules` (a `deny` is 403 `policy_violation`), as `POST /v1/jobs` decides them under the
-/// job's; its commands then run under the session's policy in the container.
-fn session_policy_files(
+/// `file_rules`, as `POST /v1/jobs` decides them under the job's: a `deny` is 403
+/// `policy_violation`; an `approve` is 403 `approval_required` (a session's job answers
+/// synchronously and is not held for an operator: `POST /v1/jobs` holds one); each `approve` and
+/// `log` is audited under the session. Its commands then run under the session's policy.
+async fn session_policy_files(
     state: &AppState,
+    caller: &Caller,
+    session: &Session,
     work: &Work,
-    policy: Option<&str>,
 ) -> Result<(), ApiError> {
-    let (Work::Job(job), Some(policy)) = (work, policy) else {
+    let (Work::Job(job), Some(policy)) = (work, session.policy.as_deref()) else {
         return Ok(());
     };
     let under = Work::Job(JobWork {
         policy: Some(policy.to_string()),
         ..job.clone()
     });
-    check_policy_files(&state.executions, &under)
+    let checks = state.executions.policy_files(&under)?;
+    state
+        .sessions
+        .job_file_decisions(caller, session, &checks)
+        .await?;
+    Ok(())
 }
 
 /// Run a job of the job protocol in the session's workspace and answer with its result.
@@ -81,7 +89,7 @@ pub(super) async fn run(
     // The session first: an unknown one answers before any validation work.
     let session = state.sessions.get(caller, id)?;
     let work = jobs::intake(&body, &state.profiles)?;
-    session_policy_files(&state, &work, session.policy.as_deref())?;
+    session_policy_files(&state, caller, &session, &work).await?;
     let checked = state.executions.check(&work).await;
     let (verdict, contents) = (checked.verdict, checked.contents);
     let answer = |result: JobResult| SessionJobOut {

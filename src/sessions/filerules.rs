@@ -1,7 +1,8 @@
 //! The session's `file_rules` on the host's files API: an upload is a write and a creation, a
 //! download a read, a delete a deletion, a listing a list, each decided on the path it names
-//! before the container is asked. `deny` and `approve` refuse it (the files API cannot hold a
-//! request for an operator; a command can), `log` lets it through; every decision that is not a
+//! before the container is asked. `deny` refuses it (403 `policy_violation`), `approve` too with
+//! its own error (403 `approval_required`, the rendered message: the files API answers at once and
+//! cannot hold a request for an operator; a command can), `log` lets it through; every decision that is not a
 //! plain `allow` is an audit record.
 //!
 //! A delete of a directory is decided on the directory's path only: rules on paths inside it do
@@ -13,13 +14,15 @@ use serde::Serialize;
 
 use super::{Session, SessionError, Sessions};
 use crate::auth::Caller;
+use crate::domain::record::{PolicyCheck, PolicyCheckKind};
 use crate::store::AuditEvent;
 
 #[derive(Serialize)]
 struct FileApiDecision<'a> {
     session_id: uuid::Uuid,
     policy: &'a str,
-    /// Where the operation came from: the files API, not a command.
+    /// Where the operation came from: the files API (`files_api`) or a job's file steps (`job`),
+    /// not a command.
     via: &'static str,
     operation: &'static str,
     target: &'a str,
@@ -54,31 +57,25 @@ impl Sessions {
                 audit.push(record(
                     caller,
                     session,
-                    name,
-                    op,
-                    path,
+                    (name, "files_api"),
+                    (op, path),
                     verdict.decision,
                     verdict.rule(),
                 ));
             }
-            if matches!(verdict.decision, Decision::Deny | Decision::Approve) {
-                let message = match verdict.message() {
-                    Some(m) => m.to_string(),
-                    None => match verdict.rule() {
-                        Some(rule) => format!(
-                            "{} of {path} is refused by the session's policy (rule `{rule}`)",
-                            op.as_str()
-                        ),
-                        None => format!(
-                            "{} of {path} is refused: no rule of the session's policy allows it",
-                            op.as_str()
-                        ),
-                    },
-                };
-                refused = Some(SessionError::Denied {
+            let refusal = match verdict.decision {
+                Decision::Deny => Some(SessionError::Denied {
                     rule: verdict.rule().map(str::to_string),
-                    message,
-                });
+                    message: denial(op, path, verdict.rule(), verdict.message()),
+                }),
+                Decision::Approve => Some(SessionError::ApprovalRequired {
+                    rule: verdict.rule().map(str::to_string),
+                    message: held(op, path, verdict.rule(), verdict.message(), "the files API"),
+                }),
+                Decision::Allow | Decision::Log => None,
+            };
+            if let Some(refusal) = refusal {
+                refused = Some(refusal);
                 break;
             }
         }
@@ -91,19 +88,109 @@ impl Sessions {
     }
 }
 
+impl Sessions {
+    /// The `approve` and `log` decisions of the session's policy on the files of a job in the
+    /// session (`checks`, from `Executions::policy_files`): each is audited under the session; an
+    /// `approve` refuses the job (a session's job answers at once and is not held).
+    pub(crate) async fn job_file_decisions(
+        &self,
+        caller: &Caller,
+        session: &Session,
+        checks: &[PolicyCheck],
+    ) -> Result<(), SessionError> {
+        let Some(name) = session.policy.as_deref() else {
+            return Ok(());
+        };
+        let mut audit = Vec::new();
+        let mut refused = None;
+        for check in checks.iter().filter(|c| c.kind == PolicyCheckKind::File) {
+            let Some((op, path)) = check
+                .target
+                .split_once(' ')
+                .and_then(|(op, path)| Some((op.parse::<Operation>().ok()?, path)))
+            else {
+                continue;
+            };
+            let rule = check.rule.as_deref();
+            audit.push(record(
+                caller,
+                session,
+                (name, "job"),
+                (op, path),
+                check.decision,
+                rule,
+            ));
+            if check.decision == Decision::Approve && refused.is_none() {
+                refused = Some(SessionError::ApprovalRequired {
+                    rule: check.rule.clone(),
+                    message: held(op, path, rule, check.message.as_deref(), "a session's job"),
+                });
+            }
+        }
+        if !audit.is_empty()
+            && let Err(e) = self.store.append_audit(audit).await
+        {
+            tracing::error!(session_id = %session.id, error = %e, "could not audit a job's file decision");
+        }
+        refused.map_or(Ok(()), Err)
+    }
+}
+
+/// Why a `deny` refused: the rule's message, else which rule (or none) refused.
+fn denial(op: Operation, path: &str, rule: Option<&str>, message: Option<impl ToString>) -> String {
+    if let Some(m) = message {
+        return m.to_string();
+    }
+    match rule {
+        Some(rule) => format!(
+            "{} of {path} is refused by the session's policy (rule `{rule}`)",
+            op.as_str()
+        ),
+        None => format!(
+            "{} of {path} is refused: no rule of the session's policy allows it",
+            op.as_str()
+        ),
+    }
+}
+
+/// Why an `approve` refused: the files API answers at once, so it says where an operator can
+/// decide instead (a command, which the policy holds in `/v1/approvals`).
+fn held(
+    op: Operation,
+    path: &str,
+    rule: Option<&str>,
+    message: Option<impl ToString>,
+    what: &str,
+) -> String {
+    let mut text = format!(
+        "{} of {path} needs an operator's approval (rule `{}`",
+        op.as_str(),
+        rule.unwrap_or("?")
+    );
+    if let Some(m) = message {
+        text.push_str(": ");
+        text.push_str(&m.to_string());
+    }
+    text.push_str(&format!(
+        "); {what} does not wait for one: perform it with a command, which the session's policy \
+         holds for an operator in /v1/approvals"
+    ));
+    text
+}
+
+/// The audit record of one decision: `(op, path)` decided `decision` by `rule`.
 fn record(
     caller: &Caller,
     session: &Session,
-    policy: &str,
-    op: Operation,
-    path: &str,
+    (policy, via): (&str, &'static str),
+    (op, path): (Operation, &str),
     decision: Decision,
     rule: Option<&str>,
 ) -> AuditEvent {
     let outcome = FileApiDecision {
         session_id: session.id,
         policy,
-        via: "files_api",
+        via,
         operation: file_operation(op),
         target: path,
         decision,

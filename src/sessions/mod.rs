@@ -91,6 +91,13 @@ pub(crate) enum SessionError {
         rule: Option<String>,
         message: String,
     },
+    /// The session's policy holds the operation for an operator (`approve` in `file_rules` on the
+    /// files API, which answers at once and so cannot wait for one).
+    #[error("{message}")]
+    ApprovalRequired {
+        rule: Option<String>,
+        message: String,
+    },
     /// The `policy` the request named (or the caller's default) is not one it may have.
     #[error(transparent)]
     Policy(#[from] PolicyChoiceError),

@@ -3,8 +3,9 @@
 //! those of the programs it hands to a shell (`bash -c`, `xargs sh -c`, `eval`, heredocs), and the
 //! processes a Python script starts with a constant argv or shell command (the rules'
 //! `python_process_calls`: `subprocess.*`, `os.exec*`, `os.spawn*`, …), which the rules already
-//! read as Bash command lines. `os.system` and `os.popen` are not among those calls (the
-//! `python-os-command` rule flags every use), so their commands are not listed.
+//! read as Bash command lines. `os.system`, `os.popen` and `commands.getoutput` are not among
+//! those calls (the `python-os-command` rule flags every use): their constant command strings are
+//! read as Bash here too.
 //!
 //! Names and arguments come from the rules' own Bash semantics (`rules::bash`: folding, wrappers,
 //! `find -exec`) and inline-program extraction (`rules::embed`); this module only walks them. A
@@ -23,6 +24,7 @@ use crate::domain::script::{Language, Script};
 use crate::rules::embed::{self, Embedded};
 use crate::rules::grammar::text;
 use crate::rules::matcher::{Cx, Sem};
+use crate::rules::python::PySem;
 
 /// Inline programs are followed this deep (as the dangerous-pattern layer does).
 const MAX_NESTING: u8 = 4;
@@ -142,11 +144,45 @@ fn collect(v: &Validator, language: Language, src: &str, nesting: u8, out: &mut 
                 if out.len() >= MAX_COMMANDS {
                     return;
                 }
-                let programs = embed::python_embedded(py, &cx, &v.rules().interpreters, site);
+                let mut programs = embed::python_embedded(py, &cx, &v.rules().interpreters, site);
+                programs.extend(shell_call(py, site));
                 nested_programs(v, &programs, nesting, out);
             }
         }
     }
+}
+
+/// Python calls that hand their first argument to `/bin/sh -c` and that the rules'
+/// `python_process_calls` do not list (the `python-os-command` rule flags them instead).
+const SHELL_CALLS: &[&str] = &[
+    "os.system",
+    "os.popen",
+    "commands.getoutput",
+    "commands.getstatusoutput",
+];
+
+/// The command line `os.system(CMD)`, `os.popen(CMD)` or `commands.getoutput(CMD)` runs, when
+/// CMD is a constant (or its run-time parts are shell-quoted): a Bash program whose commands are
+/// listed like those of `subprocess.run(CMD, shell=True)`.
+fn shell_call<'t>(py: &PySem<'t>, call: Node<'t>) -> Option<Embedded<'t>> {
+    let names = py.callee_names(call);
+    if !names.iter().any(|n| SHELL_CALLS.contains(&n.as_str())) {
+        return None;
+    }
+    let command = *py.effective_positional(call).first()?;
+    let code = py.fold_shell(command)?;
+    // Where the code sits verbatim inside the string literal, for positions of its commands.
+    let verbatim_at = text(command, py.src)
+        .find(code.as_str())
+        .filter(|_| !code.is_empty())
+        .map(|offset| command.start_byte() + offset);
+    Some(Embedded {
+        interpreter: "sh -c".into(),
+        language: Some(Language::Bash),
+        code: Some(code),
+        anchor: command,
+        verbatim_at,
+    })
 }
 
 /// The invocations inside inline programs, at their place in the outer source.
@@ -254,6 +290,39 @@ mod tests {
     }
 
     #[test]
+    fn a_python_shell_call_lists_the_commands_of_its_constant_command_line() {
+        let script = "import os, subprocess, commands\n\
+            os.system('pip install requests && rm -rf /tmp/x')\n\
+            p = os.popen(\"curl -s example.com | sh\")\n\
+            subprocess.run('wget -q x', shell=True)\n\
+            commands.getoutput('id -u')\n\
+            os.system(cmd)\n";
+        let found = commands(Language::Python, script);
+        for want in [
+            ("pip", "install requests"),
+            ("rm", "-rf /tmp/x"),
+            ("curl", "-s example.com"),
+            ("sh", ""),
+            ("wget", "-q x"),
+            ("id", "-u"),
+        ] {
+            assert!(
+                found.contains(&(want.0.to_string(), want.1.to_string())),
+                "{want:?} in {found:?}"
+            );
+        }
+        // Only what the strings run: a command only known at run time is decided at run time.
+        assert_eq!(found.len(), 6, "{found:?}");
+        let pip = Validator::builtin()
+            .commands(&Script::new(
+                Language::Python,
+                "import os\nos.system('ls')\n",
+            ))
+            .remove(0);
+        assert_eq!((pip.name.as_str(), pip.line, pip.column), ("ls", 2, 12));
+    }
+
+    #[test]
     fn folded_names_count_and_functions_and_dynamic_names_do_not() {
         assert_eq!(
             names(Language::Bash, "'r''m' -f x\n\\curl y\n"),
@@ -280,8 +349,11 @@ mod tests {
         assert!(found.iter().any(|c| c.0 == "curl"), "{found:?}");
         assert!(found.iter().any(|c| c.0 == "sh"), "{found:?}");
         assert!(names(Language::Python, "print('rm -rf /')\n").is_empty());
-        // `os.system` is not one of the rules' process calls (its own rule flags every use).
-        assert!(names(Language::Python, "import os\nos.system('ls')\n").is_empty());
+        // `os.system` is not one of the rules' process calls, but its command line is read too.
+        assert_eq!(
+            names(Language::Python, "import os\nos.system('ls')\n"),
+            ["ls"]
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! `approve` rule holds an operation of a step until an operator decides through `/v1/approvals`
 //! (the step then goes on, or the operation fails), a script with `files` under a policy runs
 //! and reports its events, and a session's job runs under the session's policy (its files decided
-//! by that policy's `file_rules` first).
+//! by that policy's `file_rules` first). A file step under `approve` holds the whole job before it
+//! runs, until an operator approves it (then it runs, and the decision is in its events).
 //!
 //! Runs the image under test (`RUNNER_IMAGE_UNDER_TEST`), whose job agent enforces policies.
 
@@ -23,6 +24,8 @@ name: jobfence
 file_rules:
   - {name: locked, paths: [/workspace/locked.txt], operations: [write, create, delete], decision: deny, message: "{path} is locked"}
   - {name: held-read, paths: [/etc/hosts], operations: [read], decision: approve}
+  - {name: held-deploy, paths: [/workspace/deploy/**], operations: [create, write], decision: approve, message: "{operation} of {path} changes a deployment"}
+  - {name: noted, paths: [/workspace/notes/**], operations: ["*"], decision: log}
   - {name: everything-else, paths: ["/**"], operations: ["*"], decision: allow}
 command_rules:
   - {name: no-id, commands: [id], decision: deny, message: "{command} is not for jobs"}
@@ -556,4 +559,93 @@ async fn a_step_waiting_for_an_operator_still_ends_at_its_deadline() {
     let (_, list) = get(&s, "/v1/approvals").await;
     assert_eq!(list["operations"], json!([]), "{list}");
     s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_file_under_approve_holds_the_job_until_an_operator_approves_then_it_runs() {
+    let s = service().await;
+    let job = json!({"protocol_version": "1.0", "policy": "jobfence",
+    "constraints": {"allowed_commands": ["cat"], "max_runtime_seconds": 60},
+    "steps": [
+        {"id": "note", "type": "write_file", "arguments": {"path": "notes/why.txt", "content": "because\n"}},
+        {"id": "deploy", "type": "write_file", "arguments": {"path": "deploy/app.yml", "content": "replicas: 2\n"}},
+        {"id": "show", "type": "run_command", "arguments": {"command": "cat", "args": ["deploy/app.yml", "notes/why.txt"]}}
+    ]});
+    let (status, held) = s.post("/v1/jobs", &job).await;
+    assert_eq!(status, 202, "{held}");
+    assert_eq!(held["status"], "pending_approval", "{held}");
+    let id = held["execution_id"].as_str().expect("id").to_string();
+    let (_, list) = get(&s, "/v1/approvals").await;
+    let pending = list["pending"]
+        .as_array()
+        .and_then(|p| p.iter().find(|e| e["execution_id"] == id.as_str()))
+        .unwrap_or_else(|| panic!("not listed: {list}"));
+    assert!(
+        has(&pending["policy_checks"], |c| c["kind"] == "file"
+            && c["target"] == "write /workspace/deploy/app.yml"
+            && c["decision"] == "approve"
+            && c["message"]
+                == "write of /workspace/deploy/app.yml changes a deployment"),
+        "{pending}"
+    );
+    let (status, approved) = s
+        .post(
+            &format!("/v1/approvals/{id}"),
+            &json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(
+        (status, approved["status"].clone()),
+        (200, json!("queued")),
+        "{approved}"
+    );
+    let (status, done) = get(&s, &format!("/v1/executions/{id}?wait=60")).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["status"], "completed", "{done}");
+    let job_id = done["job_id"].as_str().expect("job id").to_string();
+    let (status, result) = get(&s, &format!("/v1/jobs/{job_id}")).await;
+    assert_eq!(status, 200, "{result}");
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(
+        result["steps"][2]["result"]["stdout"], "replicas: 2\nbecause\n",
+        "{result}"
+    );
+    let files = &result["events"]["file_operations"];
+    for (kind, path, decision, rule) in [
+        (
+            "file_write",
+            "/workspace/deploy/app.yml",
+            "approve",
+            "held-deploy",
+        ),
+        ("file_write", "/workspace/notes/why.txt", "log", "noted"),
+    ] {
+        assert!(
+            has(files, |f| f["type"] == kind
+                && f["path"] == path
+                && f["decision"] == decision
+                && f["rule"] == rule),
+            "{kind} {path}: {result}"
+        );
+    }
+
+    let data_dir = s.data_dir.clone();
+    s.stop().await;
+    let decisions: Vec<Value> = audit_tail(&data_dir)
+        .into_iter()
+        .filter(|r| r["event"] == "policy_decision" && r["execution_id"] == id.as_str())
+        .map(|r| r["outcome"].clone())
+        .collect();
+    for (target, decision) in [
+        ("write /workspace/deploy/app.yml", "approve"),
+        ("write /workspace/notes/why.txt", "log"),
+    ] {
+        assert!(
+            decisions.iter().any(|d| d["operation"] == "file"
+                && d["target"] == target
+                && d["decision"] == decision
+                && d["policy"] == "jobfence"),
+            "{target}: {decisions:?}"
+        );
+    }
 }

@@ -46,7 +46,8 @@ pub(crate) struct JobOut {
     /// The run-time policy its commands ran under (absent without one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
-    /// Every `run_command` step's events together, as `/v1/execute` reports a script's (absent
+    /// Every `run_command` step's events together (and the file steps' and artifact globs'
+    /// `log` and `approve` decisions), as `/v1/execute` reports a script's (absent
     /// without a policy; each step's own are in its result).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<scriptgate_policy::events::Events>,

@@ -248,7 +248,8 @@ pub(crate) struct JobOutDoc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub policy: Option<String>,
-    /// Every `run_command` step's events together, in the shape of `/v1/execute`'s `events`
+    /// Every `run_command` step's events together (and the file steps' and artifact globs'
+    /// `log` and `approve` decisions), in the shape of `/v1/execute`'s `events`
     /// (absent without a policy; each step's own are in its result). Every `deny`, `approve` and
     /// `log` decision among them is an audit record of the job's execution.
     #[serde(default, skip_serializing_if = "Option::is_none")]

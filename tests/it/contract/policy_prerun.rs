@@ -373,3 +373,144 @@ async fn approved_work_is_decided_again_under_the_policy_of_the_service_that_run
     assert!(second.runner().ran().is_empty(), "nothing ran");
     second.stop().await;
 }
+
+/// Files the service moves that an operator decides on (`deploy/`), or that are only noted.
+const FILES: &str = r#"
+version: 1
+name: files
+file_rules:
+  - {name: deploys-need-an-operator, paths: ["/workspace/deploy/**"], operations: [create, write], decision: approve, message: "{operation} of {path} changes a deployment"}
+  - {name: notes-are-noted, paths: ["/workspace/notes/**"], operations: ["*"], decision: log}
+  - {name: all, paths: ["/**"], operations: ["*"], decision: allow}
+command_rules:
+  - {name: anything, commands: ["*"], decision: allow}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approve_on_a_host_file_holds_the_run_and_log_is_audited_and_listed() {
+    let dir = tempfile::tempdir().expect("policies dir").keep();
+    std::fs::write(dir.join("files.yml"), FILES).expect("policy file");
+    let s = Service::fake(FakeRunner::new(), move |c| {
+        c.policy.policies_dir = Some(dir)
+    })
+    .await;
+    let job = json!({"protocol_version": "1.0", "policy": "files", "steps": [
+        {"id": "n", "type": "read_file", "arguments": {"path": "notes/todo.txt"}},
+        {"id": "w", "type": "write_file", "arguments": {"path": "deploy/app.yml", "content": "x"}}]});
+    let (status, held) = s.post("/v1/jobs", &job).await;
+    assert_eq!(status, 202, "{held}");
+    assert_eq!(held["status"], "pending_approval", "{held}");
+    let id = held["execution_id"].as_str().expect("id").to_string();
+    let list = get(&s, "/v1/approvals").await;
+    let pending = list["pending"]
+        .as_array()
+        .and_then(|p| p.iter().find(|e| e["execution_id"] == id.as_str()))
+        .unwrap_or_else(|| panic!("not listed: {list}"));
+    assert_eq!(
+        pending["policy_checks"],
+        json!([
+            {"kind": "file", "target": "read /workspace/notes/todo.txt", "decision": "log",
+             "rule": "notes-are-noted", "message": null, "line": 0, "column": 0},
+            {"kind": "file", "target": "create /workspace/deploy/app.yml", "decision": "approve",
+             "rule": "deploys-need-an-operator",
+             "message": "create of /workspace/deploy/app.yml changes a deployment",
+             "line": 0, "column": 0},
+            {"kind": "file", "target": "write /workspace/deploy/app.yml", "decision": "approve",
+             "rule": "deploys-need-an-operator",
+             "message": "write of /workspace/deploy/app.yml changes a deployment",
+             "line": 0, "column": 0},
+        ]),
+        "{pending}"
+    );
+    // A script's files and artifacts: the same.
+    let script = json!({"script_content": "print(1)", "script_type": "python", "policy": "files",
+        "files": [{"path": "deploy/run.sh", "content": "x"}], "artifacts": ["notes/*.md"]});
+    let (status, script_held) = s.post("/v1/execute", &script).await;
+    assert_eq!(status, 202, "{script_held}");
+    assert_eq!(script_held["status"], "pending_approval", "{script_held}");
+    // Only logged: it goes on to the sandbox (which here cannot enforce, so it fails closed).
+    let logged = json!({"protocol_version": "1.0", "policy": "files", "steps": [
+        {"id": "n", "type": "write_file", "arguments": {"path": "notes/a.txt", "content": "x"}}]});
+    let (status, out) = s.post("/v1/jobs", &logged).await;
+    assert_eq!(status, 200, "{out}");
+    let logged_id = out["execution_id"].as_str().expect("id").to_string();
+    let done = get(&s, &format!("/v1/executions/{logged_id}")).await;
+    assert_eq!(
+        done["events"]["file_operations"],
+        json!([
+            {"type": "file_create", "path": "/workspace/notes/a.txt", "bytes": null,
+             "decision": "log", "rule": "notes-are-noted"},
+            {"type": "file_write", "path": "/workspace/notes/a.txt", "bytes": null,
+             "decision": "log", "rule": "notes-are-noted"},
+        ]),
+        "{done}"
+    );
+    // Approved, the job goes to the sandbox.
+    let (status, approved) = s
+        .post(
+            &format!("/v1/approvals/{id}"),
+            &json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!((status, approved["status"].clone()), (200, json!("queued")));
+    let done = get(&s, &format!("/v1/executions/{id}?wait=30")).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(s.runner().ran().is_empty(), "nothing ran unenforced");
+
+    let data_dir = s.data_dir.clone();
+    s.stop().await;
+    let entries = audit(&data_dir);
+    let decisions: Vec<Value> = entries
+        .iter()
+        .filter(|e| e["execution_id"] == logged_id.as_str() && e["event"] == "policy_decision")
+        .map(|e| e["outcome"].clone())
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            json!({"policy": "files", "operation": "file", "target": "create /workspace/notes/a.txt",
+                "decision": "log", "rule": "notes-are-noted", "line": 0}),
+            json!({"policy": "files", "operation": "file", "target": "write /workspace/notes/a.txt",
+                "decision": "log", "rule": "notes-are-noted", "line": 0}),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn os_system_and_os_popen_command_lines_are_decided_before_the_run() {
+    let s = service(FakeRunner::new()).await;
+    let python =
+        |text: &str| json!({"script_content": text, "script_type": "python", "policy": "gate"});
+    let (status, out) = s
+        .post(
+            "/v1/execute",
+            &python("import os\nos.system('echo hi && pip install requests')\n"),
+        )
+        .await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["error"]["type"], "policy_violation", "{out}");
+    assert_eq!(
+        out["error"]["message"],
+        "the policy `gate` denies the command `pip install requests` (line 2): rule \
+         `no-installs`: pip install requests: no installs here"
+    );
+    // An `approve` is listed with the rest (the `python-os-command` rule blocks the script here
+    // anyway; the decision on its command line is still recorded and audited).
+    let (status, out) = s
+        .post(
+            "/v1/execute",
+            &python("import os\nprint(os.popen('curl -s https://example.com').read())\n"),
+        )
+        .await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(
+        out["policy_checks"],
+        json!([{"kind": "command", "target": "curl -s https://example.com", "decision": "approve",
+            "rule": "fetch-needs-an-operator",
+            "message": "curl -s https://example.com fetches from the network",
+            "line": 2, "column": 17}]),
+        "{out}"
+    );
+    assert!(s.runner().ran().is_empty(), "nothing ran");
+    s.stop().await;
+}

@@ -260,6 +260,165 @@ async fn the_files_api_answers_403_policy_violation_before_the_sandbox() {
     s.stop().await;
 }
 
+/// Writes under /workspace/held need an operator, those under /workspace/noted are logged.
+const HELD: &str = r#"
+version: 1
+name: held
+file_rules:
+  - {name: needs-an-operator, paths: [/workspace/held/**], operations: [write, create], decision: approve, message: "{path} is shared"}
+  - {name: noted, paths: [/workspace/noted/**], operations: ["*"], decision: log}
+  - {name: rest, paths: ["/**"], operations: ["*"], decision: allow}
+command_rules:
+  - {name: any, commands: ["*"], decision: allow}
+network_rules:
+  - {name: none, decision: deny}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_files_api_answers_approval_required_for_an_approve_and_lets_a_log_through() {
+    let dir = tempfile::tempdir().expect("policies dir").keep();
+    std::fs::write(dir.join("held.yml"), HELD).expect("policy file");
+    let s = Service::fake(FakeRunner::new(), move |c| {
+        c.policy.policies_dir = Some(dir)
+    })
+    .await;
+    let id = create(&s, json!({"policy": "held"})).await;
+    let url = format!("{}/v1/sessions/{id}/files/held/a.txt", s.url);
+    let r = s.client.put(&url).body("x").send().await.expect("put");
+    assert_eq!(r.status().as_u16(), 403);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(
+        body,
+        json!({"error": {"type": "approval_required", "message":
+            "write of /workspace/held/a.txt needs an operator's approval (rule `needs-an-operator`: \
+             /workspace/held/a.txt is shared); the files API does not wait for one: perform it \
+             with a command, which the session's policy holds for an operator in /v1/approvals"}})
+    );
+    // The fake sandbox never saw it; nothing waits in /v1/approvals.
+    let r = s.client.get(&url).send().await.expect("get");
+    assert_eq!(r.status().as_u16(), 404);
+    let (_, approvals) = get(&s, "/v1/approvals").await;
+    assert_eq!(approvals["pending"], json!([]), "{approvals}");
+    let noted = format!("{}/v1/sessions/{id}/files/noted/a.txt", s.url);
+    let r = s.client.put(&noted).body("x").send().await.expect("put");
+    assert_eq!(r.status().as_u16(), 200);
+    let r = s.client.get(&noted).send().await.expect("get");
+    assert_eq!(r.status().as_u16(), 200);
+
+    // A job in the session: its file steps are decided the same way before it runs.
+    let job = |path: &str| {
+        json!({"protocol_version": "1.0", "steps": [
+            {"id": "w", "type": "write_file", "arguments": {"path": path, "content": "x"}}]})
+    };
+    let jobs = format!("/v1/sessions/{id}/jobs");
+    let (status, body) = post(&s, &jobs, job("held/b.txt")).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["type"], "approval_required", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with(
+                "create of /workspace/held/b.txt needs an operator's approval (rule \
+             `needs-an-operator`: /workspace/held/b.txt is shared); a session's job does not wait"
+            )),
+        "{body}"
+    );
+    // Logged only: the policy lets it through to the session (the fake does not run session
+    // jobs; the real engine's run is `jobs_policy::a_sessions_job_runs_under_the_sessions_policy`).
+    let (_, body) = post(&s, &jobs, job("noted/b.txt")).await;
+    assert!(
+        !matches!(
+            body["error"]["type"].as_str(),
+            Some("approval_required" | "policy_violation")
+        ),
+        "{body}"
+    );
+
+    let data_dir = s.data_dir.clone();
+    s.stop().await;
+    let tail = std::process::Command::new(env!("CARGO_BIN_EXE_scriptgate"))
+        .args(["audit", "tail", "-n", "1000", "--data-dir"])
+        .arg(&data_dir)
+        .output()
+        .expect("audit tail");
+    let decisions: Vec<Value> = String::from_utf8_lossy(&tail.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|e| e["event"] == "policy_decision")
+        .map(|e| {
+            let o = &e["outcome"];
+            json!([
+                o["via"],
+                o["operation"],
+                o["target"],
+                o["decision"],
+                o["rule"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            json!([
+                "files_api",
+                "file_write",
+                "/workspace/held/a.txt",
+                "approve",
+                "needs-an-operator"
+            ]),
+            json!([
+                "files_api",
+                "file_write",
+                "/workspace/noted/a.txt",
+                "log",
+                "noted"
+            ]),
+            json!([
+                "files_api",
+                "file_create",
+                "/workspace/noted/a.txt",
+                "log",
+                "noted"
+            ]),
+            json!([
+                "files_api",
+                "file_read",
+                "/workspace/noted/a.txt",
+                "log",
+                "noted"
+            ]),
+            json!([
+                "job",
+                "file_create",
+                "/workspace/held/b.txt",
+                "approve",
+                "needs-an-operator"
+            ]),
+            json!([
+                "job",
+                "file_write",
+                "/workspace/held/b.txt",
+                "approve",
+                "needs-an-operator"
+            ]),
+            json!([
+                "job",
+                "file_create",
+                "/workspace/noted/b.txt",
+                "log",
+                "noted"
+            ]),
+            json!([
+                "job",
+                "file_write",
+                "/workspace/noted/b.txt",
+                "log",
+                "noted"
+            ]),
+        ]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sandbox_that_cannot_enforce_refuses_a_session_with_a_policy() {
     let s = Service::fake(FakeRunner::new().without_enforcement(), |_| {}).await;
