@@ -14,6 +14,7 @@ use std::time::Duration;
 use scriptgate::config::Config;
 use serde_json::{Value, json};
 
+use crate::api::{audit_tail, get, has};
 use crate::harness::{self, Service};
 
 /// Exec of `id` is denied, `date` is logged, writes to /workspace/locked.txt are denied, reading
@@ -63,33 +64,6 @@ fn policies(config: &mut Config) {
 
 async fn service() -> Service {
     Service::start(policies).await
-}
-
-async fn get(s: &Service, path: &str) -> (u16, Value) {
-    let r = s
-        .client
-        .get(format!("{}{path}", s.url))
-        .send()
-        .await
-        .expect("request");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-fn has(list: &Value, pred: impl Fn(&Value) -> bool) -> bool {
-    list.as_array().is_some_and(|items| items.iter().any(pred))
-}
-
-fn audit_tail(data_dir: &std::path::Path) -> Vec<Value> {
-    let tail = std::process::Command::new(env!("CARGO_BIN_EXE_scriptgate"))
-        .args(["audit", "tail", "-n", "1000", "--data-dir"])
-        .arg(data_dir)
-        .output()
-        .expect("tail");
-    String::from_utf8_lossy(&tail.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect()
 }
 
 fn probe_job() -> Value {

@@ -401,7 +401,7 @@ async fn approve_on_a_host_file_holds_the_run_and_log_is_audited_and_listed() {
     assert_eq!(status, 202, "{held}");
     assert_eq!(held["status"], "pending_approval", "{held}");
     let id = held["execution_id"].as_str().expect("id").to_string();
-    let list = get(&s, "/v1/approvals").await;
+    let list = get_json(&s, "/v1/approvals").await;
     let pending = list["pending"]
         .as_array()
         .and_then(|p| p.iter().find(|e| e["execution_id"] == id.as_str()))
@@ -434,7 +434,7 @@ async fn approve_on_a_host_file_holds_the_run_and_log_is_audited_and_listed() {
     let (status, out) = s.post("/v1/jobs", &logged).await;
     assert_eq!(status, 200, "{out}");
     let logged_id = out["execution_id"].as_str().expect("id").to_string();
-    let done = get(&s, &format!("/v1/executions/{logged_id}")).await;
+    let done = get_json(&s, &format!("/v1/executions/{logged_id}")).await;
     assert_eq!(
         done["events"]["file_operations"],
         json!([
@@ -453,13 +453,13 @@ async fn approve_on_a_host_file_holds_the_run_and_log_is_audited_and_listed() {
         )
         .await;
     assert_eq!((status, approved["status"].clone()), (200, json!("queued")));
-    let done = get(&s, &format!("/v1/executions/{id}?wait=30")).await;
+    let done = get_json(&s, &format!("/v1/executions/{id}?wait=30")).await;
     assert_eq!(done["status"], "failed", "{done}");
     assert!(s.runner().ran().is_empty(), "nothing ran unenforced");
 
     let data_dir = s.data_dir.clone();
     s.stop().await;
-    let entries = audit(&data_dir);
+    let entries = audit_tail(&data_dir);
     let decisions: Vec<Value> = entries
         .iter()
         .filter(|e| e["execution_id"] == logged_id.as_str() && e["event"] == "policy_decision")
