@@ -7,7 +7,7 @@ use std::fmt;
 
 use tree_sitter::{Node, TreeCursor};
 
-use super::symbols;
+use super::{symbols, targets};
 use crate::rules::grammar::{Grammar, text};
 
 /// A CPython minor version (`3.11`).
@@ -64,6 +64,10 @@ pub struct Forms {
     /// `global_statement`, `nonlocal_statement`.
     declarations: [u16; 2],
     as_pattern: u16,
+    list_splat: u16,
+    list_splat_pattern: u16,
+    constrained_type: u16,
+    splat_type: u16,
 }
 
 impl Forms {
@@ -93,6 +97,10 @@ impl Forms {
             for_in_clause: k("for_in_clause"),
             declarations: [k("global_statement"), k("nonlocal_statement")],
             as_pattern: k("as_pattern"),
+            list_splat: k("list_splat"),
+            list_splat_pattern: k("list_splat_pattern"),
+            constrained_type: k("constrained_type"),
+            splat_type: k("splat_type"),
             sequences: [
                 k("tuple"),
                 k("list"),
@@ -125,6 +133,10 @@ impl Forms {
             self.declarations[0],
             self.declarations[1],
             self.as_pattern,
+            self.list_splat,
+            self.list_splat_pattern,
+            self.constrained_type,
+            self.splat_type,
         ]
     }
 
@@ -145,7 +157,15 @@ impl Forms {
         } else if kind == self.augmented_assignment {
             symbols::augmented_target(node)
         } else if kind == self.assignment {
-            symbols::assignment(node, src)
+            symbols::assignment(node, src).or_else(|| targets::annotated_assignment(node, parent))
+        } else if kind == self.list_splat {
+            targets::starred_expression(node, parent)
+        } else if kind == self.list_splat_pattern {
+            targets::starred_target(node, parent)
+        } else if kind == self.constrained_type {
+            targets::constrained_type(node)
+        } else if kind == self.splat_type {
+            targets::splat_type(node, src)
         } else if kind == self.await_ {
             symbols::await_outside(node, src)
         } else if kind == self.for_in_clause {
@@ -161,7 +181,7 @@ impl Forms {
         } else if kind == self.string {
             symbols::string_prefix(node, src).or_else(|| line_break_in_string(node, src))
         } else if kind == self.as_pattern {
-            symbols::as_target(node)
+            targets::as_target(node)
         } else if kind == self.type_alias_statement {
             self.newer("type aliases (`type X = …`, PEP 695)", PY312)
         } else if (kind == self.function_definition || kind == self.class_definition)

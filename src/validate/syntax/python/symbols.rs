@@ -143,41 +143,6 @@ pub(super) fn augmented_target(node: Node<'_>) -> Option<Problem> {
     ))
 }
 
-/// `with open(a) as f.g():` (the target of `as` is a call or a literal) and `as` inside a call's
-/// arguments (`with (a as f)(b as g):`): only a name, attribute, subscript, tuple or list can be
-/// bound, and `as` belongs to a `with` item, an `except` clause or a pattern, never to a call.
-pub(super) fn as_target(node: Node<'_>) -> Option<Problem> {
-    if let Some(target) = node
-        .child_by_field_name("alias")
-        .and_then(|a| a.named_child(0).or(Some(a)))
-    {
-        let what = match target.kind() {
-            "call" => Some("function call"),
-            "string" | "integer" | "float" | "true" | "false" | "none" | "concatenated_string" => {
-                Some("literal")
-            }
-            "binary_operator" | "unary_operator" | "comparison_operator" | "boolean_operator" => {
-                Some("expression")
-            }
-            _ => None,
-        };
-        if let Some(what) = what {
-            return invalid(format!("cannot assign to {what}"));
-        }
-    }
-    let mut at = node.parent();
-    while let Some(n) = at {
-        match n.kind() {
-            "argument_list" | "call" => return invalid("invalid syntax".into()),
-            "with_item" | "with_clause" | "except_clause" | "case_clause" | "block" | "module" => {
-                return None;
-            }
-            _ => at = n.parent(),
-        }
-    }
-    None
-}
-
 /// A string prefix Python 3.11 does not know (`T"…"`, `x'…'`): only `r`, `u`, `b`, `f` and the
 /// pairs `br`, `rb`, `fr`, `rf`, in either case.
 pub(super) fn string_prefix(string: Node<'_>, src: &str) -> Option<Problem> {
