@@ -114,6 +114,14 @@ mod tests {
         ("a = 1  b = 2\n", Some("invalid-syntax")),
         ("x = f(1)y = 2\n", Some("invalid-syntax")),
         ("x = 1; y = 2\n", None),
+        (
+            "try:\n    pass\nexcept:\n    pass\nexcept E:\n    pass\n",
+            Some("invalid-syntax"),
+        ),
+        (
+            "try:\n    pass\nexcept E:\n    pass\nexcept:\n    pass\nelse:\n    pass\n",
+            None,
+        ),
         ("a = [1] \\\nb = 2\n", Some("invalid-syntax")),
         ("a = [1] + \\\n    [2]\n", None),
         (

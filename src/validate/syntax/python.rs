@@ -13,6 +13,7 @@
 
 use tree_sitter::{Node, TreeCursor};
 
+mod escapes;
 pub mod forms;
 mod indent;
 mod lines;

@@ -7,7 +7,7 @@ use std::fmt;
 
 use tree_sitter::{Node, TreeCursor};
 
-use super::{symbols, targets};
+use super::{escapes, symbols, targets};
 use crate::rules::grammar::{Grammar, text};
 
 /// A CPython minor version (`3.11`).
@@ -68,6 +68,7 @@ pub struct Forms {
     list_splat_pattern: u16,
     constrained_type: u16,
     splat_type: u16,
+    except_clause: u16,
 }
 
 impl Forms {
@@ -101,6 +102,7 @@ impl Forms {
             list_splat_pattern: k("list_splat_pattern"),
             constrained_type: k("constrained_type"),
             splat_type: k("splat_type"),
+            except_clause: k("except_clause"),
             sequences: [
                 k("tuple"),
                 k("list"),
@@ -137,6 +139,7 @@ impl Forms {
             self.list_splat_pattern,
             self.constrained_type,
             self.splat_type,
+            self.except_clause,
         ]
     }
 
@@ -179,7 +182,11 @@ impl Forms {
         } else if kind == self.interpolation {
             self.f_string_field(node, parent, scratch, src)
         } else if kind == self.string {
-            symbols::string_prefix(node, src).or_else(|| line_break_in_string(node, src))
+            symbols::string_prefix(node, src)
+                .or_else(|| line_break_in_string(node, src))
+                .or_else(|| escapes::literal(node, src))
+        } else if kind == self.except_clause {
+            bare_except_not_last(node)
         } else if kind == self.as_pattern {
             targets::as_target(node)
         } else if kind == self.type_alias_statement {
@@ -301,6 +308,20 @@ impl Forms {
             ),
         ))
     }
+}
+
+/// `except:` catches everything, so CPython refuses another `except` clause after it.
+fn bare_except_not_last(clause: Node<'_>) -> Option<Problem> {
+    let bare = crate::rules::grammar::children(clause)
+        .filter(|c| c.is_named())
+        .all(|c| matches!(c.kind(), "block" | "comment"));
+    let next = clause.next_named_sibling();
+    (bare && next.is_some_and(|n| n.kind() == clause.kind())).then(|| {
+        (
+            "invalid-syntax",
+            "default 'except:' must be last".to_string(),
+        )
+    })
 }
 
 fn conversion(t: &str) -> Option<Problem> {
