@@ -244,7 +244,7 @@ impl Drop for PythonOracle {
 /// `bash -n` on each script (2 at a time): None when bash accepts it, else its complaint. A
 /// here-document that runs to end of file is only a warning for bash, but it swallows the rest of
 /// the script, so it counts as an error (as in tests/corpus/syntax.yml); so does a syntax error bash
-/// reports without failing.
+/// reports without failing (a malformed `[[ … ]]` too: bash drops that command when it runs).
 fn bash_verdicts(scripts: &[String]) -> Vec<Option<String>> {
     let results = Mutex::new(vec![None; scripts.len()]);
     let next = Mutex::new(0usize);
@@ -281,10 +281,14 @@ fn bash_n(script: &str) -> Option<String> {
     drop(stdin);
     let out = child.wait_with_output().expect("bash -n finishes");
     let err = String::from_utf8_lossy(&out.stderr);
-    // `[[ -n x ]; then` makes bash print "syntax error in conditional expression" yet exit 0.
+    // `[[ -n x ]; then` makes bash print "syntax error in conditional expression" yet exit 0, and
+    // `[[ a & b ]]` "unexpected token `&', conditional binary operator expected": in both cases
+    // bash discards the command when it runs the script, so both count as errors.
     if !out.status.success()
         || err.contains("delimited by end-of-file")
         || err.contains("syntax error")
+        || err.contains("unexpected token")
+        || err.contains("conditional binary operator expected")
     {
         Some(err.lines().next().unwrap_or("").to_string())
     } else {
