@@ -15,7 +15,7 @@
 //! it is rejected here. Where bash splits words differently from the grammar (a reserved word glued
 //! to the next word, `;;` outside a `case`, an operator `[[ … ]]` does not know, a quote left open
 //! in a here-document delimiter, a second word after a compound command's redirection) the checks
-//! are in [`tokens`].
+//! are in `tokens`.
 
 use tree_sitter::{Node, TreeCursor};
 
