@@ -114,6 +114,9 @@ mod tests {
         ("a = 1  b = 2\n", Some("invalid-syntax")),
         ("x = f(1)y = 2\n", Some("invalid-syntax")),
         ("x = 1; y = 2\n", None),
+        ("from __future__ import lines\n", Some("invalid-syntax")),
+        ("from __future__ import braces\n", Some("invalid-syntax")),
+        ("from __future__ import annotations, division as d\n", None),
         (
             "try:\n    pass\nexcept:\n    pass\nexcept E:\n    pass\n",
             Some("invalid-syntax"),

@@ -1,7 +1,8 @@
 //! Escapes and characters CPython's tokenizer refuses inside string literals, which
 //! tree-sitter-python keeps as plain string content: a truncated `\x`, `\u`, `\U` or `\N{…}`
 //! escape in a str literal (in bytes only `\x` is an escape), a `\U` escape past U+10FFFF, and a
-//! non-ASCII character in a bytes literal. Raw literals have no escapes.
+//! non-ASCII character in a bytes literal, and bytes joined to str (`b"a" "b"`). Raw literals
+//! have no escapes.
 
 use tree_sitter::Node;
 
@@ -28,6 +29,25 @@ pub(super) fn literal(string: Node<'_>, src: &str) -> Option<Problem> {
         }
     }
     None
+}
+
+/// `b"a" "b"`: adjacent literals are joined at compile time, and bytes cannot join str.
+pub(super) fn mixed_bytes(strings: Node<'_>, src: &str) -> Option<Problem> {
+    let mut kinds = children(strings).filter(|c| c.kind() == "string").map(|s| {
+        s.child(0).is_some_and(|start| {
+            text(start, src)
+                .trim_end_matches(['"', '\''])
+                .to_ascii_lowercase()
+                .contains('b')
+        })
+    });
+    let first = kinds.next()?;
+    kinds.any(|b| b != first).then(|| {
+        (
+            "invalid-syntax",
+            "cannot mix bytes and nonbytes literals".to_string(),
+        )
+    })
 }
 
 fn unicode_error(what: &str) -> Option<Problem> {
@@ -96,6 +116,10 @@ mod tests {
                 false,
             ),
             ("s = f'{a}\\u00e9'\n", false),
+            ("s = b'a' 'b'\n", true),
+            ("s = 'a' rb'b'\n", true),
+            ("s = b'a' Rb'b' 'c' f'd'\n", true),
+            ("s = b'a' Rb'b'\nt = 'a' f'b' r'c'\n", false),
         ] {
             assert_eq!(first(src).is_some(), fails, "{src:?}: {:?}", first(src));
         }

@@ -69,6 +69,8 @@ pub struct Forms {
     constrained_type: u16,
     splat_type: u16,
     except_clause: u16,
+    concatenated_string: u16,
+    future_import_statement: u16,
 }
 
 impl Forms {
@@ -103,6 +105,8 @@ impl Forms {
             constrained_type: k("constrained_type"),
             splat_type: k("splat_type"),
             except_clause: k("except_clause"),
+            concatenated_string: k("concatenated_string"),
+            future_import_statement: k("future_import_statement"),
             sequences: [
                 k("tuple"),
                 k("list"),
@@ -140,6 +144,8 @@ impl Forms {
             self.constrained_type,
             self.splat_type,
             self.except_clause,
+            self.concatenated_string,
+            self.future_import_statement,
         ]
     }
 
@@ -160,7 +166,9 @@ impl Forms {
         } else if kind == self.augmented_assignment {
             symbols::augmented_target(node)
         } else if kind == self.assignment {
-            symbols::assignment(node, src).or_else(|| targets::annotated_assignment(node, parent))
+            symbols::assignment(node, src)
+                .or_else(|| targets::annotated_assignment(node, parent))
+                .or_else(|| targets::bare_walrus_value(node))
         } else if kind == self.list_splat {
             targets::starred_expression(node, parent)
         } else if kind == self.list_splat_pattern {
@@ -185,6 +193,10 @@ impl Forms {
             symbols::string_prefix(node, src)
                 .or_else(|| line_break_in_string(node, src))
                 .or_else(|| escapes::literal(node, src))
+        } else if kind == self.concatenated_string {
+            escapes::mixed_bytes(node, src)
+        } else if kind == self.future_import_statement {
+            future_features(node, src)
         } else if kind == self.except_clause {
             bare_except_not_last(node)
         } else if kind == self.as_pattern {
@@ -308,6 +320,42 @@ impl Forms {
             ),
         ))
     }
+}
+
+/// The features `from __future__ import …` knows in Python 3.11 (`braces` gets its own answer).
+const FUTURE_FEATURES: [&str; 10] = [
+    "nested_scopes",
+    "generators",
+    "division",
+    "absolute_import",
+    "with_statement",
+    "print_function",
+    "unicode_literals",
+    "barry_as_FLUFL",
+    "generator_stop",
+    "annotations",
+];
+
+/// `from __future__ import lines`: the compiler refuses a feature it does not know.
+fn future_features(statement: Node<'_>, src: &str) -> Option<Problem> {
+    let names = crate::rules::grammar::children(statement).filter_map(|c| match c.kind() {
+        "dotted_name" => Some(c),
+        "aliased_import" => c.child_by_field_name("name"),
+        _ => None,
+    });
+    for name in names {
+        let feature = text(name, src);
+        if feature == "braces" {
+            return Some(("invalid-syntax", "not a chance".to_string()));
+        }
+        if !FUTURE_FEATURES.contains(&feature) {
+            return Some((
+                "invalid-syntax",
+                format!("future feature {feature} is not defined"),
+            ));
+        }
+    }
+    None
 }
 
 /// `except:` catches everything, so CPython refuses another `except` clause after it.

@@ -121,6 +121,12 @@ pub(super) fn arguments(args: Node<'_>, src: &str) -> Option<Problem> {
         }
         count += 1;
     }
+    let commas = crate::rules::grammar::children(args)
+        .filter(|c| c.kind() == ",")
+        .count();
+    if count == 0 && commas > 0 {
+        return invalid("invalid syntax".into());
+    }
     (generator && count > 1).then(|| {
         (
             "invalid-syntax",
@@ -210,7 +216,10 @@ pub(super) fn await_outside(node: Node<'_>, src: &str) -> Option<Problem> {
 /// anywhere: it makes an async generator).
 pub(super) fn comprehension_clause(clause: Node<'_>, src: &str) -> Option<Problem> {
     let mut cursor = clause.walk();
-    if clause.children_by_field_name("right", &mut cursor).count() > 1 {
+    let trailing_comma = clause
+        .child(clause.child_count().saturating_sub(1))
+        .is_some_and(|c| c.kind() == ",");
+    if trailing_comma || clause.children_by_field_name("right", &mut cursor).count() > 1 {
         return invalid("invalid syntax: a comprehension's iterable must be parenthesized".into());
     }
     if !text(clause, src).starts_with("async") {
@@ -389,7 +398,10 @@ mod tests {
             "lambda x, x: 1\n",
             "f(a=1, a=2)\n",
             "f(x for x in y, 1)\n",
+            "f(x for x in y,)\n",
+            "f(,)\n",
             "[x for x in a, b]\n",
+            "[x for x in a,]\n",
             "a, b += 1\n",
             "x = *a\n",
             "__debug__ = 1\n",

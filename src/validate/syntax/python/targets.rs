@@ -18,6 +18,10 @@ fn invalid(message: &str) -> Option<Problem> {
 pub(super) fn starred_expression(node: Node<'_>, parent: Option<Node<'_>>) -> Option<Problem> {
     let parent = parent?;
     match parent.kind() {
+        // `(*a)` without a comma is a tuple to the grammar and a parenthesized `*a` to CPython.
+        "tuple" if !crate::rules::grammar::children(parent).any(|c| c.kind() == ",") => {
+            invalid("cannot use starred expression here")
+        }
         "argument_list" | "list" | "set" | "tuple" | "expression_list" | "subscript" => None,
         "interpolation" => invalid("f-string: cannot use starred expression here"),
         "parenthesized_expression" | "parenthesized_list_splat" => {
@@ -72,6 +76,13 @@ fn twice(node: Node<'_>) -> Option<Problem> {
         next = n.next_named_sibling();
     }
     None
+}
+
+/// `x = y := 1`: an assignment expression on the right of `=` must be parenthesized.
+pub(super) fn bare_walrus_value(node: Node<'_>) -> Option<Problem> {
+    node.child_by_field_name("right")
+        .is_some_and(|r| r.kind() == "named_expression")
+        .then(|| ("invalid-syntax", "invalid syntax".to_string()))
 }
 
 /// An annotated assignment (`x: T`, `x: T = v`) must be the whole statement and annotate one
@@ -224,7 +235,13 @@ mod tests {
             Some("starred assignment target must be in a list or tuple"),
         ),
         (
-            "x = *a, b\nprint(*a, *b, **c)\ny = [*a, *b]\nz = {*a}\n",
+            "f = lambda k=1: (* node)\n",
+            Some("cannot use starred expression here"),
+        ),
+        ("x = y := 1\n", Some("invalid syntax")),
+        ("x = (y := 1)\n", None),
+        (
+            "x = *a, b\nprint(*a, *b, **c)\ny = [*a, *b]\nz = {*a}\nt = (*a,)\n",
             None,
         ),
         ("x = a[*b]\nfor x in *a, b:\n    pass\nprint(*(a))\n", None),
