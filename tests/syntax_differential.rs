@@ -6,8 +6,9 @@
 //! deletions, insertions, swaps and replacements from a seeded xorshift). Every disagreement is
 //! reported, grouped by category; a test fails on any.
 //!
-//! The default run (CI) uses a fixed seed and 2,500 mutants per language (about 10 s per language
-//! in a debug build on a busy 2-core machine). Longer or different runs:
+//! The default run (CI) uses a fixed seed and 2,500 mutants per language (about 5 s for Python and
+//! 10 s for Bash in a debug build on a busy 2-core machine). Longer or different runs (seeds 1 to
+//! 20 at 10,000 Python mutants each take about 20 s a seed):
 //!
 //! ```text
 //! SYNTAX_DIFF_COUNT=50000 SYNTAX_DIFF_SEED=7 SYNTAX_DIFF_PRINT=100 \
@@ -321,7 +322,10 @@ fn python_syntax_agrees_with_cpython() {
 /// Open: the differential run still finds scripts the layer rejects and `bash -n` accepts, in
 /// categories the grammar cannot express without a parser of our own: operands inside `[[ … ]]`
 /// (bash's own conditional parser), the insides of `${…}` (checked by bash only when expanded), a
-/// word glued to `[` in command position, more words after a here-document's start. Run it with
+/// word glued to `[` in command position, more words after a here-document's start; and fewer
+/// the other way (a `case` pattern left empty, quotes and `$(` left open across lines, `[[ … ]]`
+/// operands the grammar reads as one). Seeds 1 to 20 at the default count found 510 (57 accepted
+/// only here, 453 rejected only here). Run it with
 /// `cargo test --test syntax_differential -- --ignored` to see them.
 #[test]
 #[ignore = "open categories of bash -n disagreements remain (see the doc comment)"]

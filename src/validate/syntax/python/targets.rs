@@ -19,10 +19,10 @@ pub(super) fn starred_expression(node: Node<'_>, parent: Option<Node<'_>>) -> Op
     let parent = parent?;
     match parent.kind() {
         // `(*a)` without a comma is a tuple to the grammar and a parenthesized `*a` to CPython.
-        "tuple" if !crate::rules::grammar::children(parent).any(|c| c.kind() == ",") => {
-            invalid("cannot use starred expression here")
-        }
+        "tuple" if !has_comma(parent) => invalid("cannot use starred expression here"),
         "argument_list" | "list" | "set" | "tuple" | "expression_list" | "subscript" => None,
+        // `a, *b` as a statement: the grammar puts the items directly in the statement.
+        "expression_statement" if has_comma(parent) => None,
         "interpolation" => invalid("f-string: cannot use starred expression here"),
         "parenthesized_expression" | "parenthesized_list_splat" => {
             invalid("cannot use starred expression here")
@@ -45,6 +45,10 @@ pub(super) fn starred_expression(node: Node<'_>, parent: Option<Node<'_>>) -> Op
         | "yield" => invalid("can't use starred expression here"),
         _ => invalid("invalid syntax: cannot use starred expression here"),
     }
+}
+
+fn has_comma(node: Node<'_>) -> bool {
+    crate::rules::grammar::children(node).any(|c| c.kind() == ",")
 }
 
 /// `*a` as a target (`list_splat_pattern`): alone (`*a = b`, `for *a in x`), alone in parentheses
@@ -246,6 +250,7 @@ mod tests {
         ),
         ("x = a[*b]\nfor x in *a, b:\n    pass\nprint(*(a))\n", None),
         ("def f():\n    return *a, b\n", None),
+        ("a, *b, c or d\n*a, b\n", None),
         // Starred targets.
         (
             "*a = b\n",
