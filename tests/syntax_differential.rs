@@ -6,8 +6,9 @@
 //! deletions, insertions, swaps and replacements from a seeded xorshift). Every disagreement is
 //! reported, grouped by category; a test fails on any.
 //!
-//! The default run (CI) uses a fixed seed and 2,500 mutants per language (about 10 s per language
-//! in a debug build on a busy 2-core machine). Longer or different runs:
+//! The default run (CI) uses a fixed seed and 2,500 mutants per language (about 5 s for Python and
+//! 10 s for Bash in a debug build on a busy 2-core machine). Longer or different runs (seeds 1 to
+//! 20 at 10,000 Python mutants each take about 20 s a seed):
 //!
 //! ```text
 //! SYNTAX_DIFF_COUNT=50000 SYNTAX_DIFF_SEED=7 SYNTAX_DIFF_PRINT=100 \
@@ -244,7 +245,7 @@ impl Drop for PythonOracle {
 /// `bash -n` on each script (2 at a time): None when bash accepts it, else its complaint. A
 /// here-document that runs to end of file is only a warning for bash, but it swallows the rest of
 /// the script, so it counts as an error (as in tests/corpus/syntax.yml); so does a syntax error bash
-/// reports without failing.
+/// reports without failing (a malformed `[[ … ]]` too: bash drops that command when it runs).
 fn bash_verdicts(scripts: &[String]) -> Vec<Option<String>> {
     let results = Mutex::new(vec![None; scripts.len()]);
     let next = Mutex::new(0usize);
@@ -281,10 +282,14 @@ fn bash_n(script: &str) -> Option<String> {
     drop(stdin);
     let out = child.wait_with_output().expect("bash -n finishes");
     let err = String::from_utf8_lossy(&out.stderr);
-    // `[[ -n x ]; then` makes bash print "syntax error in conditional expression" yet exit 0.
+    // `[[ -n x ]; then` makes bash print "syntax error in conditional expression" yet exit 0, and
+    // `[[ a & b ]]` "unexpected token `&', conditional binary operator expected": in both cases
+    // bash discards the command when it runs the script, so both count as errors.
     if !out.status.success()
         || err.contains("delimited by end-of-file")
         || err.contains("syntax error")
+        || err.contains("unexpected token")
+        || err.contains("conditional binary operator expected")
     {
         Some(err.lines().next().unwrap_or("").to_string())
     } else {
@@ -317,7 +322,10 @@ fn python_syntax_agrees_with_cpython() {
 /// Open: the differential run still finds scripts the layer rejects and `bash -n` accepts, in
 /// categories the grammar cannot express without a parser of our own: operands inside `[[ … ]]`
 /// (bash's own conditional parser), the insides of `${…}` (checked by bash only when expanded), a
-/// word glued to `[` in command position, more words after a here-document's start. Run it with
+/// word glued to `[` in command position, more words after a here-document's start; and fewer
+/// the other way (a `case` pattern left empty, quotes and `$(` left open across lines, `[[ … ]]`
+/// operands the grammar reads as one). Seeds 1 to 20 at the default count found 510 (57 accepted
+/// only here, 453 rejected only here). Run it with
 /// `cargo test --test syntax_differential -- --ignored` to see them.
 #[test]
 #[ignore = "open categories of bash -n disagreements remain (see the doc comment)"]

@@ -10,12 +10,17 @@
 //! same byte offsets). A reserved word in command position (a stray `fi`, `done`, `then`) parses as a
 //! command named `fi`; bash rejects it, and so does this layer. `print("x")` parses as a command
 //! with a subshell argument and an indented here-document delimiter as a terminator; bash rejects
-//! both. The grammar has no `<>` operator (`exec 3<>file`); [`normalize`] rewrites it. An unterminated heredoc is only a warning for `bash -n`, but it
-//! swallows the rest of the script, so it is rejected here.
+//! both. The grammar has no `<>` operator (`exec 3<>file`); [`normalize`] rewrites it. An
+//! unterminated heredoc is only a warning for `bash -n`, but it swallows the rest of the script, so
+//! it is rejected here. Where bash splits words differently from the grammar (a reserved word glued
+//! to the next word, `;;` outside a `case`, an operator `[[ … ]]` does not know, a quote left open
+//! in a here-document delimiter, a second word after a compound command's redirection) the checks
+//! are in `tokens`.
 
 use tree_sitter::{Node, TreeCursor};
 
 mod rewrite;
+mod tokens;
 mod words;
 
 use super::{excerpt, finding, first_token};
@@ -45,6 +50,11 @@ pub struct BashSyntax {
     if_statement: u16,
     elif_clause: u16,
     else_clause: u16,
+    program: u16,
+    /// `binary_expression`, `unary_expression`.
+    expressions: [u16; 2],
+    /// Compound commands whose reserved words must stand alone (see `tokens::glued_keyword`).
+    keyword_holders: [u16; 9],
 }
 
 impl BashSyntax {
@@ -66,12 +76,29 @@ impl BashSyntax {
             if_statement: g.known_kind("if_statement"),
             elif_clause: g.known_kind("elif_clause"),
             else_clause: g.known_kind("else_clause"),
+            program: g.known_kind("program"),
+            expressions: [
+                g.known_kind("binary_expression"),
+                g.known_kind("unary_expression"),
+            ],
+            keyword_holders: [
+                "compound_statement",
+                "do_group",
+                "if_statement",
+                "elif_clause",
+                "else_clause",
+                "for_statement",
+                "while_statement",
+                "case_statement",
+                "function_definition",
+            ]
+            .map(|k| g.known_kind(k)),
         }
     }
 
     /// The node kinds `BashSyntax::check` looks at when the tree has no errors.
     pub fn kinds(&self) -> Vec<u16> {
-        vec![
+        let mut kinds = vec![
             self.command_name,
             self.subshell,
             self.heredoc_end,
@@ -82,7 +109,11 @@ impl BashSyntax {
             self.if_statement,
             self.elif_clause,
             self.else_clause,
-        ]
+            self.program,
+        ];
+        kinds.extend(self.expressions);
+        kinds.extend(self.keyword_holders);
+        kinds
     }
 
     /// Checks one node. Returns false when the walk should not descend. `regions` receives byte
@@ -161,6 +192,7 @@ impl BashSyntax {
                 "syntax error near unexpected token `newline`: a redirection needs its file on the same line".into(),
             ));
         }
+        self.check_tokens(node, src, pos, out);
         if let Some((at, token)) = self.empty_body(node, scratch, src) {
             out.push(finding(
                 pos,
@@ -170,6 +202,45 @@ impl BashSyntax {
             ));
         }
         true
+    }
+
+    /// Where bash splits words differently from the grammar (see [`tokens`]).
+    fn check_tokens(&self, node: Node<'_>, src: &str, pos: &Positions<'_>, out: &mut Vec<Finding>) {
+        let kind = node.kind_id();
+        let unexpected = |at: usize, token: &str| {
+            finding(
+                pos,
+                at,
+                "unexpected-token",
+                format!("syntax error near unexpected token `{token}`"),
+            )
+        };
+        if self.keyword_holders.contains(&kind) {
+            if let Some((at, word)) = tokens::glued_keyword(node, src) {
+                out.push(unexpected(at, &word));
+            }
+        } else if kind == self.program {
+            if let Some((at, token)) = tokens::stray_case_terminator(node, src) {
+                out.push(unexpected(at, token));
+            }
+        } else if self.expressions.contains(&kind) {
+            if let Some((at, message)) = tokens::conditional_operator(node, src) {
+                out.push(finding(pos, at, "unexpected-token", message));
+            }
+        } else if kind == self.heredoc_start {
+            if let Some(quote) = tokens::unbalanced_delimiter(node, src) {
+                out.push(finding(
+                    pos,
+                    node.start_byte(),
+                    "unterminated-string",
+                    format!("unexpected EOF while looking for matching `{quote}'"),
+                ));
+            }
+        } else if kind == self.file_redirect
+            && let Some(extra) = tokens::extra_redirect_word(node, self.f_destination)
+        {
+            out.push(unexpected(extra.start_byte(), text(extra, src)));
+        }
     }
 
     /// bash wants at least one command in `{ }`, `do … done` and every branch of an `if`; the

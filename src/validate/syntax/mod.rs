@@ -114,6 +114,28 @@ mod tests {
         ("a = 1  b = 2\n", Some("invalid-syntax")),
         ("x = f(1)y = 2\n", Some("invalid-syntax")),
         ("x = 1; y = 2\n", None),
+        ("from __future__ import lines\n", Some("invalid-syntax")),
+        ("from __future__ import braces\n", Some("invalid-syntax")),
+        ("from __future__ import annotations, division as d\n", None),
+        (
+            "try:\n    pass\nexcept:\n    pass\nexcept E:\n    pass\n",
+            Some("invalid-syntax"),
+        ),
+        (
+            "try:\n    pass\nexcept E:\n    pass\nexcept:\n    pass\nelse:\n    pass\n",
+            None,
+        ),
+        ("a = [1] \\\nb = 2\n", Some("invalid-syntax")),
+        ("a = [1] + \\\n    [2]\n", None),
+        (
+            "try:\n    pass\nexcept* ValueError \n :\n    raise\n",
+            Some("missing-token"),
+        ),
+        (
+            "if a:\n    pass\nelif b\n:\n    pass\n",
+            Some("missing-token"),
+        ),
+        ("if a:\n    pass\nelif (b\n):\n    pass\n", None),
         ("r = [async for i in b]\n", Some("invalid-syntax")),
         ("p = await .x\n", Some("invalid-syntax")),
         (

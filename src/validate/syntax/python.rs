@@ -13,12 +13,14 @@
 
 use tree_sitter::{Node, TreeCursor};
 
+mod escapes;
 pub mod forms;
 mod indent;
 mod lines;
 mod messages;
 mod scope;
 mod symbols;
+mod targets;
 
 use super::{Trigger, finding};
 use crate::domain::verdict::{Finding, Positions};
@@ -305,6 +307,9 @@ impl PySyntax {
                 "expected an indented block".into(),
             ));
         } else if self.clauses.contains(&kind) {
+            if let Some((at, message)) = self.lines.clause_header(node, src) {
+                out.push(finding(pos, at, "missing-token", message.to_string()));
+            }
             self.check_clause(node, parent, src, pos, out);
         }
         true

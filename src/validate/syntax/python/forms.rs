@@ -7,7 +7,7 @@ use std::fmt;
 
 use tree_sitter::{Node, TreeCursor};
 
-use super::symbols;
+use super::{escapes, symbols, targets};
 use crate::rules::grammar::{Grammar, text};
 
 /// A CPython minor version (`3.11`).
@@ -64,6 +64,13 @@ pub struct Forms {
     /// `global_statement`, `nonlocal_statement`.
     declarations: [u16; 2],
     as_pattern: u16,
+    list_splat: u16,
+    list_splat_pattern: u16,
+    constrained_type: u16,
+    splat_type: u16,
+    except_clause: u16,
+    concatenated_string: u16,
+    future_import_statement: u16,
 }
 
 impl Forms {
@@ -93,6 +100,13 @@ impl Forms {
             for_in_clause: k("for_in_clause"),
             declarations: [k("global_statement"), k("nonlocal_statement")],
             as_pattern: k("as_pattern"),
+            list_splat: k("list_splat"),
+            list_splat_pattern: k("list_splat_pattern"),
+            constrained_type: k("constrained_type"),
+            splat_type: k("splat_type"),
+            except_clause: k("except_clause"),
+            concatenated_string: k("concatenated_string"),
+            future_import_statement: k("future_import_statement"),
             sequences: [
                 k("tuple"),
                 k("list"),
@@ -125,6 +139,13 @@ impl Forms {
             self.declarations[0],
             self.declarations[1],
             self.as_pattern,
+            self.list_splat,
+            self.list_splat_pattern,
+            self.constrained_type,
+            self.splat_type,
+            self.except_clause,
+            self.concatenated_string,
+            self.future_import_statement,
         ]
     }
 
@@ -146,6 +167,16 @@ impl Forms {
             symbols::augmented_target(node)
         } else if kind == self.assignment {
             symbols::assignment(node, src)
+                .or_else(|| targets::annotated_assignment(node, parent))
+                .or_else(|| targets::bare_walrus_value(node))
+        } else if kind == self.list_splat {
+            targets::starred_expression(node, parent)
+        } else if kind == self.list_splat_pattern {
+            targets::starred_target(node, parent)
+        } else if kind == self.constrained_type {
+            targets::constrained_type(node)
+        } else if kind == self.splat_type {
+            targets::splat_type(node, src)
         } else if kind == self.await_ {
             symbols::await_outside(node, src)
         } else if kind == self.for_in_clause {
@@ -159,9 +190,17 @@ impl Forms {
         } else if kind == self.interpolation {
             self.f_string_field(node, parent, scratch, src)
         } else if kind == self.string {
-            symbols::string_prefix(node, src).or_else(|| line_break_in_string(node, src))
+            symbols::string_prefix(node, src)
+                .or_else(|| line_break_in_string(node, src))
+                .or_else(|| escapes::literal(node, src))
+        } else if kind == self.concatenated_string {
+            escapes::mixed_bytes(node, src)
+        } else if kind == self.future_import_statement {
+            future_features(node, src)
+        } else if kind == self.except_clause {
+            bare_except_not_last(node)
         } else if kind == self.as_pattern {
-            symbols::as_target(node)
+            targets::as_target(node)
         } else if kind == self.type_alias_statement {
             self.newer("type aliases (`type X = …`, PEP 695)", PY312)
         } else if (kind == self.function_definition || kind == self.class_definition)
@@ -281,6 +320,56 @@ impl Forms {
             ),
         ))
     }
+}
+
+/// The features `from __future__ import …` knows in Python 3.11 (`braces` gets its own answer).
+const FUTURE_FEATURES: [&str; 10] = [
+    "nested_scopes",
+    "generators",
+    "division",
+    "absolute_import",
+    "with_statement",
+    "print_function",
+    "unicode_literals",
+    "barry_as_FLUFL",
+    "generator_stop",
+    "annotations",
+];
+
+/// `from __future__ import lines`: the compiler refuses a feature it does not know.
+fn future_features(statement: Node<'_>, src: &str) -> Option<Problem> {
+    let names = crate::rules::grammar::children(statement).filter_map(|c| match c.kind() {
+        "dotted_name" => Some(c),
+        "aliased_import" => c.child_by_field_name("name"),
+        _ => None,
+    });
+    for name in names {
+        let feature = text(name, src);
+        if feature == "braces" {
+            return Some(("invalid-syntax", "not a chance".to_string()));
+        }
+        if !FUTURE_FEATURES.contains(&feature) {
+            return Some((
+                "invalid-syntax",
+                format!("future feature {feature} is not defined"),
+            ));
+        }
+    }
+    None
+}
+
+/// `except:` catches everything, so CPython refuses another `except` clause after it.
+fn bare_except_not_last(clause: Node<'_>) -> Option<Problem> {
+    let bare = crate::rules::grammar::children(clause)
+        .filter(|c| c.is_named())
+        .all(|c| matches!(c.kind(), "block" | "comment"));
+    let next = clause.next_named_sibling();
+    (bare && next.is_some_and(|n| n.kind() == clause.kind())).then(|| {
+        (
+            "invalid-syntax",
+            "default 'except:' must be last".to_string(),
+        )
+    })
 }
 
 fn conversion(t: &str) -> Option<Problem> {

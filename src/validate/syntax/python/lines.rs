@@ -44,10 +44,9 @@ impl Lines {
         src: &str,
     ) -> Option<(usize, &'static str)> {
         if let Some(prev) = prev
-            && prev.end_position().row == stmt.start_position().row
-            && !src
+            && src
                 .get(prev.end_byte()..stmt.start_byte())
-                .is_some_and(|gap| gap.contains(';'))
+                .is_some_and(one_logical_line)
         {
             return Some((
                 stmt.start_byte(),
@@ -61,6 +60,18 @@ impl Lines {
                 "invalid syntax: the statement goes on to the next line outside brackets",
             )
         })
+    }
+
+    /// The header of a clause (`elif c:`, `except E:`, `else:`, `finally:`) up to its `:` is one
+    /// logical line too.
+    pub fn clause_header(&self, clause: Node<'_>, src: &str) -> Option<(usize, &'static str)> {
+        let colon = crate::rules::grammar::children(clause)
+            .find(|c| !c.is_named() && text(*c, src) == ":")?;
+        if colon.start_position().row == clause.start_position().row {
+            return None;
+        }
+        stray_line_break(src, clause.start_byte(), colon.start_byte())
+            .map(|at| (at, "expected ':'"))
     }
 
     /// The part of a statement that must be one logical line: all of a simple statement, the
@@ -80,6 +91,22 @@ impl Lines {
         };
         Some((node.start_byte(), end))
     }
+}
+
+/// Whether the text between two statements leaves them on one logical line: no `;` and no line
+/// break but those a backslash continues (`a = 1 \\` then `b = 2` on the next line).
+fn one_logical_line(gap: &str) -> bool {
+    let b = gap.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b';' | b'\n' | b'#' => return false,
+            b'\\' => i += 1 + usize::from(b.get(i + 1) == Some(&b'\r')),
+            _ => {}
+        }
+        i += 1;
+    }
+    true
 }
 
 /// The first line break in `src[start..end]` that ends a logical line: outside brackets, strings
@@ -132,7 +159,7 @@ fn skip_string(b: &[u8], i: usize, q: u8, end: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::stray_line_break;
+    use super::{one_logical_line, stray_line_break};
 
     #[test]
     fn line_breaks_inside_brackets_strings_and_after_backslashes_continue_the_statement() {
@@ -154,6 +181,16 @@ mod tests {
         ];
         for text in bad {
             assert!(stray_line_break(text, 0, text.len()).is_some(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_backslash_continuation_keeps_two_statements_on_one_line() {
+        for glued in [" ", "  \\\n    ", "\\\r\n"] {
+            assert!(one_logical_line(glued), "{glued:?}");
+        }
+        for apart in ["\n", " ; ", "  # c\n", "\\\n\n", "\r\n"] {
+            assert!(!one_logical_line(apart), "{apart:?}");
         }
     }
 }

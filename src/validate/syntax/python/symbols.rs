@@ -121,6 +121,12 @@ pub(super) fn arguments(args: Node<'_>, src: &str) -> Option<Problem> {
         }
         count += 1;
     }
+    let commas = crate::rules::grammar::children(args)
+        .filter(|c| c.kind() == ",")
+        .count();
+    if count == 0 && commas > 0 {
+        return invalid("invalid syntax".into());
+    }
     (generator && count > 1).then(|| {
         (
             "invalid-syntax",
@@ -141,41 +147,6 @@ pub(super) fn augmented_target(node: Node<'_>) -> Option<Problem> {
     invalid(format!(
         "'{what}' is an illegal expression for augmented assignment"
     ))
-}
-
-/// `with open(a) as f.g():` (the target of `as` is a call or a literal) and `as` inside a call's
-/// arguments (`with (a as f)(b as g):`): only a name, attribute, subscript, tuple or list can be
-/// bound, and `as` belongs to a `with` item, an `except` clause or a pattern, never to a call.
-pub(super) fn as_target(node: Node<'_>) -> Option<Problem> {
-    if let Some(target) = node
-        .child_by_field_name("alias")
-        .and_then(|a| a.named_child(0).or(Some(a)))
-    {
-        let what = match target.kind() {
-            "call" => Some("function call"),
-            "string" | "integer" | "float" | "true" | "false" | "none" | "concatenated_string" => {
-                Some("literal")
-            }
-            "binary_operator" | "unary_operator" | "comparison_operator" | "boolean_operator" => {
-                Some("expression")
-            }
-            _ => None,
-        };
-        if let Some(what) = what {
-            return invalid(format!("cannot assign to {what}"));
-        }
-    }
-    let mut at = node.parent();
-    while let Some(n) = at {
-        match n.kind() {
-            "argument_list" | "call" => return invalid("invalid syntax".into()),
-            "with_item" | "with_clause" | "except_clause" | "case_clause" | "block" | "module" => {
-                return None;
-            }
-            _ => at = n.parent(),
-        }
-    }
-    None
 }
 
 /// A string prefix Python 3.11 does not know (`T"…"`, `x'…'`): only `r`, `u`, `b`, `f` and the
@@ -245,7 +216,10 @@ pub(super) fn await_outside(node: Node<'_>, src: &str) -> Option<Problem> {
 /// anywhere: it makes an async generator).
 pub(super) fn comprehension_clause(clause: Node<'_>, src: &str) -> Option<Problem> {
     let mut cursor = clause.walk();
-    if clause.children_by_field_name("right", &mut cursor).count() > 1 {
+    let trailing_comma = clause
+        .child(clause.child_count().saturating_sub(1))
+        .is_some_and(|c| c.kind() == ",");
+    if trailing_comma || clause.children_by_field_name("right", &mut cursor).count() > 1 {
         return invalid("invalid syntax: a comprehension's iterable must be parenthesized".into());
     }
     if !text(clause, src).starts_with("async") {
@@ -424,7 +398,10 @@ mod tests {
             "lambda x, x: 1\n",
             "f(a=1, a=2)\n",
             "f(x for x in y, 1)\n",
+            "f(x for x in y,)\n",
+            "f(,)\n",
             "[x for x in a, b]\n",
+            "[x for x in a,]\n",
             "a, b += 1\n",
             "x = *a\n",
             "__debug__ = 1\n",
