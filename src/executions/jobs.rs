@@ -6,13 +6,14 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
+use super::live::{self, LiveEvent};
 use super::outcome::{Ended, keep};
 use super::{ExecError, Executions};
 use crate::auth::Caller;
 use crate::domain::record::{ErrorKind, ExecutionRecord, JobResult};
 use crate::domain::work::Work;
-use crate::sandbox::JobOutcome;
 use crate::sandbox::job::{self, ErrorType, JobError, ResultBuilder};
+use crate::sandbox::{JobOutcome, JobRun, Lease};
 
 impl Executions {
     /// The execution that runs job `job_id`, as [`Executions::get`] gives it.
@@ -28,6 +29,29 @@ impl Executions {
             .await?
             .ok_or(ExecError::NotFound)?;
         self.get(caller, rec.id, wait).await
+    }
+
+    /// Runs a job (or a workspace run) in its sandbox, with network access through the egress
+    /// proxy when it opted in (its events streamed live as they happen); `Err` says why the proxy
+    /// could not give it, and nothing ran.
+    pub(super) async fn job_call(
+        &self,
+        rec: &ExecutionRecord,
+        mut lease: Box<dyn Lease>,
+        run: JobRun,
+    ) -> Result<JobOutcome, String> {
+        if !self.network_opted_in(rec) {
+            return Ok(lease.run_job(run).await);
+        }
+        let (asks, _listed) = self.held.channel(rec.id, &rec.agent);
+        let (live, _publishing) = self.live.publish(rec.id);
+        let access = self.network_access(rec, asks)?;
+        let events = lease
+            .open_network(access)
+            .await
+            .map_err(|e| e.to_string())?;
+        let _bridged = live::bridge(events, live, LiveEvent::Egress);
+        Ok(lease.run_job(run).await)
     }
 
     /// How a job (or a workspace run) ended, with its files kept in the artifact store.

@@ -309,8 +309,11 @@ impl Executions {
                 Ended::of(outcome, timeout, self.memory_mb, &self.artifacts, started)
             }
             Cleared::Job(job) => {
-                let outcome = lease.run_job(*job).await;
-                self.ended_job(&rec.run, outcome, started).await
+                let id = lease.execution_id();
+                match self.job_call(rec, lease, *job).await {
+                    Ok(outcome) => self.ended_job(&rec.run, outcome, started).await,
+                    Err(reason) => Ended::network_unavailable(id, reason, started),
+                }
             }
         };
         if self.settings.redact_output_secrets {

@@ -132,6 +132,7 @@ impl Ended {
             artifact_errors: kept.issues,
             provenance: o.provenance,
             job: Some(Box::new(result)),
+            network: o.network.map(network_result),
             ..RunResult::default()
         };
         Ended {
@@ -309,7 +310,7 @@ fn script_outcome(o: JobOutcome) -> RunOutcome {
         files: Vec::new(),
         files_dropped: 0,
         provenance: o.provenance,
-        network: None,
+        network: o.network,
     }
 }
 

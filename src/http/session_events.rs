@@ -17,23 +17,52 @@ use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
 use super::events::{EventsQuery, kinds};
 use super::params::{IdParam, Query};
+use crate::sandbox::egress::NetworkEvent;
 use crate::sessions::{EventEntry, EventPage};
 
 /// The most events one history page holds (and its default size).
 const MAX_PAGE: u64 = 1000;
 
+/// An event the stream may carry: its kind (what `?types=` filters on) and its SSE form.
+trait Streamed: Clone + Send + 'static {
+    fn kind(&self) -> &'static str;
+    fn sse(&self) -> Option<SseEvent>;
+}
+
+impl Streamed for Event {
+    fn kind(&self) -> &'static str {
+        Event::kind(self)
+    }
+
+    fn sse(&self) -> Option<SseEvent> {
+        SseEvent::default().event(self.kind()).json_data(self).ok()
+    }
+}
+
+/// The egress proxy's events are `network` (as on `/v1/executions/{id}/events`).
+impl Streamed for NetworkEvent {
+    fn kind(&self) -> &'static str {
+        "network"
+    }
+
+    fn sse(&self) -> Option<SseEvent> {
+        SseEvent::default().event("network").json_data(self).ok()
+    }
+}
+
 /// The next SSE event of `rx` of one of `kinds`, or `None` when the session stopped.
-async fn next(
-    (mut rx, kinds): (broadcast::Receiver<Event>, Vec<&'static str>),
+async fn next<T: Streamed>(
+    (mut rx, kinds): (broadcast::Receiver<T>, Vec<&'static str>),
 ) -> Option<(
     Result<SseEvent, Infallible>,
-    (broadcast::Receiver<Event>, Vec<&'static str>),
+    (broadcast::Receiver<T>, Vec<&'static str>),
 )> {
     loop {
         match rx.recv().await {
             Ok(event) if kinds.contains(&event.kind()) => {
-                let sse = SseEvent::default().event(event.kind()).json_data(&event);
-                return sse.ok().map(|e| (Ok(e), (rx, kinds)));
+                if let Some(sse) = event.sse() {
+                    return Some((Ok(sse), (rx, kinds)));
+                }
             }
             Ok(_) => {}
             Err(RecvError::Lagged(missed)) => {
@@ -45,11 +74,24 @@ async fn next(
     }
 }
 
+/// The SSE events of `rx` (none without it) until its sender goes.
+fn streamed<T: Streamed>(
+    rx: Option<broadcast::Receiver<T>>,
+    kinds: Vec<&'static str>,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures::stream::unfold(rx.map(|rx| (rx, kinds)), |s| async move {
+        next(s?).await.map(|(e, s)| (e, Some(s)))
+    })
+}
+
 /// The events of the session's commands as Server-Sent Events, from now until the session
 /// stops: each `event:` is the kind (`process`, `file`, `network`, `blocked`; `lagged` with the
 /// number of events a slow reader missed) and `data:` the event as in a command's `events`,
 /// tagged (`{"kind", "event"}`); they belong to the command running at the time
-/// (`current_command_id`). A session without a policy (or a stopped one) gives an empty stream.
+/// (`current_command_id`). A session with network access adds every lookup and connection
+/// through the egress proxy as a `network` event whose `data:` is the proxy's event as in a
+/// command's `network_operations` (`{"type": "dns_query" | "net_connect" | "net_limit", …}`).
+/// A session without a policy or network access (or a stopped one) gives an empty stream.
 #[utoipa::path(
     get,
     path = "/v1/sessions/{id}/events",
@@ -72,10 +114,9 @@ pub(super) async fn stream(
     Query(query): Query<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let kinds = kinds(query.types.as_deref())?;
-    let rx = state.sessions.live_events(&caller.0, id)?;
-    let events = futures::stream::unfold(rx.map(|rx| (rx, kinds)), |s| async move {
-        next(s?).await.map(|(e, s)| (e, Some(s)))
-    });
+    let policy = state.sessions.live_events(&caller.0, id)?;
+    let network = state.sessions.live_network(&caller.0, id)?;
+    let events = futures::stream::select(streamed(policy, kinds.clone()), streamed(network, kinds));
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }
 

@@ -62,6 +62,8 @@ pub struct JobOutcome {
     /// The sandbox ended without the agent's report (for logs; the result carries a typed error).
     pub crashed: Option<String>,
     pub provenance: Provenance,
+    /// What the job did through the egress proxy (jobs with network access only).
+    pub network: Option<super::egress::NetworkReport>,
 }
 
 impl JobOutcome {
@@ -78,6 +80,7 @@ impl JobOutcome {
             oom_killed: false,
             crashed: None,
             provenance: Provenance::default(),
+            network: None,
         }
     }
 }

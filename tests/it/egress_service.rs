@@ -19,12 +19,12 @@ use crate::harness::Service;
 const UPSTREAM: &str = include_str!("egress_service/upstream.py");
 
 /// Upstream containers on a network of their own; removed on drop.
-struct Upstreams {
+pub(crate) struct Upstreams {
     network: String,
     containers: Vec<String>,
     /// Address of each upstream by name.
     ips: BTreeMap<&'static str, String>,
-    gateway: String,
+    pub(crate) gateway: String,
 }
 
 fn docker(args: &[&str]) -> String {
@@ -38,7 +38,7 @@ fn docker(args: &[&str]) -> String {
 }
 
 impl Upstreams {
-    fn start(names: &[&'static str]) -> Upstreams {
+    pub(crate) fn start(names: &[&'static str]) -> Upstreams {
         let network = format!(
             "sg-egress-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]
@@ -91,12 +91,12 @@ impl Upstreams {
         up
     }
 
-    fn ip(&self, name: &str) -> &str {
+    pub(crate) fn ip(&self, name: &str) -> &str {
         &self.ips[name]
     }
 
     /// What upstream `name` counted (from the host, which reaches the internal network).
-    async fn stats(&self, name: &str) -> Value {
+    pub(crate) async fn stats(&self, name: &str) -> Value {
         reqwest::get(format!("http://{}:8080/stats", self.ip(name)))
             .await
             .expect("stats")
@@ -133,8 +133,9 @@ fn test_policy() -> String {
     )
     .expect("default policy");
     let rules = r#"  - name: test-upstreams
-    domains: [allowed.test, denied.test, "*.wild.test", private.test, metadata.test, host.test]
-    ports: [8080, 9090]
+    domains: [allowed.test, denied.test, "*.wild.test", private.test, metadata.test, host.test,
+              loopback.test]
+    ports: [8000, 8080, 9090]
     decision: allow
   - name: held
     domains: [approve.test]
@@ -146,7 +147,10 @@ fn test_policy() -> String {
         .replace("  - name: no-network", rules)
 }
 
-async fn service(up: &Upstreams, tweak: impl FnOnce(&mut scriptgate::config::Config)) -> Service {
+pub(crate) async fn service(
+    up: &Upstreams,
+    tweak: impl FnOnce(&mut scriptgate::config::Config),
+) -> Service {
     let dir = tempfile::tempdir().expect("policies dir").keep();
     std::fs::write(dir.join("egress-test.yml"), test_policy()).expect("policy file");
     let allowed = up.ip("allowed");
@@ -161,6 +165,7 @@ async fn service(up: &Upstreams, tweak: impl FnOnce(&mut scriptgate::config::Con
         ("private.test", "10.1.2.3"),
         ("metadata.test", "169.254.169.254"),
         ("host.test", &up.gateway),
+        ("loopback.test", "127.0.0.1"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
@@ -188,7 +193,7 @@ async fn run(s: &Service, script: &str, extra: Value) -> Value {
     result
 }
 
-fn ops<'a>(result: &'a Value, kind: &str) -> Vec<&'a Value> {
+pub(crate) fn ops<'a>(result: &'a Value, kind: &str) -> Vec<&'a Value> {
     result["network_operations"]
         .as_array()
         .unwrap_or_else(|| panic!("no network_operations: {result}"))
@@ -197,7 +202,7 @@ fn ops<'a>(result: &'a Value, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn connect<'a>(result: &'a Value, domain: &str, port: u64) -> &'a Value {
+pub(crate) fn connect<'a>(result: &'a Value, domain: &str, port: u64) -> &'a Value {
     ops(result, "net_connect")
         .into_iter()
         .find(|e| e["domain"] == domain && e["port"] == port)
@@ -250,7 +255,7 @@ print("raw", raw("UPSTREAM", 8080))
 print("interfaces", sorted(n for _, n in socket.if_nameindex()))
 "#;
 
-fn lines(result: &Value) -> BTreeMap<String, String> {
+pub(crate) fn lines(result: &Value) -> BTreeMap<String, String> {
     result["stdout"]
         .as_str()
         .unwrap_or_default()
@@ -376,7 +381,7 @@ async fn a_run_reaches_exactly_the_names_it_was_granted_and_everything_is_report
     assert!(network.iter().all(|r| r["outcome"]["decision"] == "deny"));
 }
 
-fn audit_tail(data_dir: &std::path::Path) -> Vec<Value> {
+pub(crate) fn audit_tail(data_dir: &std::path::Path) -> Vec<Value> {
     let tail = Command::new(env!("CARGO_BIN_EXE_scriptgate"))
         .args(["audit", "tail", "-n", "1000", "--data-dir"])
         .arg(data_dir)

@@ -14,6 +14,7 @@ mod contract;
 mod corpus;
 mod egress_proxy;
 mod egress_service;
+mod egress_work;
 mod engine_faults;
 mod fake;
 mod harness;

@@ -103,6 +103,7 @@ impl Prepared {
             oom_killed,
             crashed,
             provenance: self.provenance.clone(),
+            network: None,
         };
         // Removal happens after the response; dropping `self` schedules it.
         drop(self);
