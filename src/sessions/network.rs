@@ -2,13 +2,17 @@
 //! created (within what its policy allows, as for a one-shot run), and the access every command
 //! of it gets through the egress proxy, with the byte budget counted over the session's life.
 
+use serde::Serialize;
+use sha2::Digest;
 use tokio::sync::mpsc;
+use uuid::Uuid;
 
-use super::{SessionError, Sessions};
+use super::{Session, SessionError, Sessions};
 use crate::domain::network::NetworkGrant;
-use crate::sandbox::egress::NetLimits;
 use crate::sandbox::egress::bound::{NetworkBound, NetworkChoiceError};
+use crate::sandbox::egress::{NetLimits, NetworkEvent, NetworkReport};
 use crate::sandbox::{ApprovalAsk, NetworkAccess};
+use crate::store::AuditEvent;
 
 const MB: u64 = 1 << 20;
 
@@ -99,4 +103,51 @@ impl Sessions {
             )
             .map_err(refused)
     }
+
+    /// Audits the command's denied, logged, approved and limited connections (`network_decision`,
+    /// as for executions), before its result is visible.
+    pub(super) async fn audit_network(
+        &self,
+        session: &Session,
+        command_id: Uuid,
+        text: &str,
+        report: &NetworkReport,
+    ) {
+        let sha = hex::encode(sha2::Sha256::digest(text.as_bytes()));
+        let records: Vec<AuditEvent> = report
+            .network_operations
+            .iter()
+            .filter(|e| e.needs_audit())
+            .filter_map(|event| {
+                let outcome = NetworkDecision {
+                    session_id: session.id,
+                    agent: &session.agent,
+                    event,
+                };
+                let outcome = serde_json::to_value(outcome).ok()?;
+                Some(AuditEvent::new(
+                    "service",
+                    command_id,
+                    "network_decision",
+                    &sha,
+                    outcome,
+                ))
+            })
+            .collect();
+        if records.is_empty() {
+            return;
+        }
+        if let Err(e) = self.store.append_audit(records).await {
+            tracing::error!(session_id = %session.id, %command_id, error = %e, "could not audit the command's network decisions");
+        }
+    }
+}
+
+/// A network decision of a session's command, as its audit record keeps it.
+#[derive(Serialize)]
+struct NetworkDecision<'a> {
+    session_id: Uuid,
+    agent: &'a str,
+    #[serde(flatten)]
+    event: &'a NetworkEvent,
 }

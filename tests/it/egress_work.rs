@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::egress_service::{Upstreams, connect, lines, ops, service};
+use super::egress_service::{Upstreams, audit_tail, connect, lines, ops, service};
 use crate::harness::Service;
 
 /// Fetches the URLs it is given (one per argument), printing `status` or `cut <error>` per line.
@@ -291,7 +291,24 @@ async fn a_session_s_commands_share_its_network_and_its_byte_budget() {
             && streamed.contains("\"type\":\"net_limit\""),
         "{streamed}"
     );
+    let data_dir = s.data_dir.clone();
     s.stop().await;
+    // The denial and the limits are in the audit chain, under the command that met them.
+    let audited: Vec<Value> = audit_tail(&data_dir)
+        .into_iter()
+        .filter(|r| r["event"] == "network_decision" && r["outcome"]["session_id"] == id.as_str())
+        .collect();
+    let denied_command = denied["command_id"].as_str().expect("command id");
+    assert!(
+        audited.iter().any(|r| r["execution_id"] == denied_command
+            && r["outcome"]["decision"] == "deny"
+            && r["outcome"]["domain"] == "denied.test"),
+        "{audited:?}"
+    );
+    assert!(
+        audited.iter().any(|r| r["outcome"]["type"] == "net_limit"),
+        "{audited:?}"
+    );
 }
 
 /// Listens on its own loopback and serves itself once, then waits for the other run.
