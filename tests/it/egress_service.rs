@@ -5,8 +5,9 @@
 //! The upstreams are containers of the base image the test starts on an internal network of its
 //! own (`upstream.py`); the proxy maps `allowed.test` and friends to them through `egress.hosts`
 //! and the deployment opens exactly their addresses (`egress.allow_private_ranges`), the way a
-//! deployment opens its own mirrors. The runner image has no curl (and no `requests`): the clients
-//! are Python's `urllib` and `http.client`, which read `HTTP_PROXY` like curl and pip do.
+//! deployment opens its own mirrors. The `minimal` image has no curl (and no `requests`): the
+//! clients here are Python's `urllib` and `http.client`, which read `HTTP_PROXY` like curl and pip
+//! do; `egress_work` drives the `data` image's `requests` and curl.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -20,14 +21,14 @@ const UPSTREAM: &str = include_str!("egress_service/upstream.py");
 
 /// Upstream containers on a network of their own; removed on drop.
 pub(crate) struct Upstreams {
-    network: String,
+    pub(crate) network: String,
     containers: Vec<String>,
     /// Address of each upstream by name.
     ips: BTreeMap<&'static str, String>,
     pub(crate) gateway: String,
 }
 
-fn docker(args: &[&str]) -> String {
+pub(crate) fn docker(args: &[&str]) -> String {
     let out = Command::new("docker").args(args).output().expect("docker");
     assert!(
         out.status.success(),
@@ -106,7 +107,7 @@ impl Upstreams {
     }
 }
 
-fn wait_ready(id: &str) {
+pub(crate) fn wait_ready(id: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !docker(&["logs", id]).contains("ready") {
         assert!(Instant::now() < deadline, "upstream {id} did not start");
@@ -134,8 +135,8 @@ fn test_policy() -> String {
     .expect("default policy");
     let rules = r#"  - name: test-upstreams
     domains: [allowed.test, denied.test, "*.wild.test", private.test, metadata.test, host.test,
-              loopback.test]
-    ports: [8000, 8080, 9090]
+              loopback.test, tls.test]
+    ports: [8000, 8080, 8443, 9090]
     decision: allow
   - name: held
     domains: [approve.test]
