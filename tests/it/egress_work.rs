@@ -332,7 +332,8 @@ with urllib.request.urlopen("http://127.0.0.1:8000/", timeout=5) as r:
 time.sleep(20)
 "#;
 
-/// The other sandbox, while the listener runs: its own loopback, the proxy, its socket directory.
+/// The other sandbox, while the listener runs: its own loopback, the proxy, its socket directory,
+/// and the host (the upstream network's gateway address).
 const PROBE: &str = r#"
 import os, socket, time, urllib.error, urllib.request
 time.sleep(3)
@@ -351,10 +352,17 @@ try:
 except urllib.error.HTTPError as e:
     print("proxied", e.code)
 print("sockets", sorted(os.listdir("/run/egress")))
+h = socket.socket()
+h.settimeout(5)
+try:
+    h.connect(("GATEWAY", 8080))
+    print("host connected")
+except OSError as e:
+    print("host", e.errno)
 "#;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_sandbox_cannot_reach_another_that_runs_at_the_same_time() {
+async fn a_sandbox_cannot_reach_another_that_runs_at_the_same_time_nor_the_host() {
     let up = Upstreams::start(&["allowed"]);
     let s = service(&up, |_| {}).await;
     let network = json!({"allowed_domains": ["loopback.test", "allowed.test"],
@@ -371,7 +379,8 @@ async fn a_sandbox_cannot_reach_another_that_runs_at_the_same_time() {
             .await;
         r.expect("execute").json::<Value>().await.expect("json")
     });
-    let body = json!({"script_content": PROBE, "script_type": "python", "timeout": 60,
+    let probe = PROBE.replace("GATEWAY", &up.gateway);
+    let body = json!({"script_content": probe, "script_type": "python", "timeout": 60,
                       "network": network});
     let (status, probe) = s.post("/v1/execute", &body).await;
     assert_eq!(status, 200, "{probe}");
@@ -386,6 +395,8 @@ async fn a_sandbox_cannot_reach_another_that_runs_at_the_same_time() {
     assert_eq!(out["direct"], "111", "{probe}");
     assert_eq!(out["proxied"], "403", "{probe}");
     assert_eq!(out["sockets"], "['proxy.sock']", "{probe}");
+    // Nor does it reach the host: its only interface is loopback.
+    assert_eq!(out["host"], "101", "{probe}");
     let c = connect(&probe, "loopback.test", 8000);
     assert_eq!(c["cause"], "denied_range", "{c}");
     s.stop().await;
