@@ -131,6 +131,16 @@ async fn a_granted_run_without_an_egress_proxy_fails_fast_and_typed() {
     let (status, answer) = s.post("/v1/sessions", &json!({"network": network})).await;
     assert_eq!(status, 503, "{answer}");
     assert_eq!(answer["error"]["type"], "network_unavailable", "{answer}");
+    // A job sent to a session has the session's network, never its own.
+    let (status, session) = s.post("/v1/sessions", &json!({})).await;
+    assert_eq!(status, 201, "{session}");
+    let id = session["session_id"].as_str().expect("session id");
+    let (status, answer) = s.post(&format!("/v1/sessions/{id}/jobs"), &job).await;
+    assert_eq!(
+        (status, answer["error"]["type"].as_str()),
+        (400, Some("schema_error")),
+        "{answer}"
+    );
     // Wider than the policy: 403 for jobs and sessions as for scripts.
     let wide = json!({"allowed_domains": ["example.org"], "allowed_ports": [443]});
     let mut wide_job = job.clone();
