@@ -12,6 +12,7 @@ mod compose;
 mod containment;
 mod contract;
 mod corpus;
+mod egress_clients;
 mod egress_proxy;
 mod egress_service;
 mod egress_work;

@@ -9,6 +9,10 @@
 //! command's `Events` and `ApprovalRequest` frames are gathered as for a one-shot run
 //! (`enforced::Gathered`), and the decisions on held operations go back as host messages.
 //!
+//! A session with network access has one egress socket for its life (its byte budget spans every
+//! command); each command restarts the command's count and, once it ended and its connections
+//! closed, takes the command's report into [`Ran::network`].
+//!
 //! One file (past 500 lines): the task that owns the session's stream routes every frame kind, and
 //! splitting the routing would split one `match`.
 
