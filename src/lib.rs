@@ -127,6 +127,10 @@ impl App {
                 .map_err(StartError::Profiles)?,
         );
         let store = Store::open(&data)?;
+        let network = executions::NetworkSettings {
+            limits: config.egress.default_limits(),
+            approval_timeout: std::time::Duration::from_secs(config.egress.approval_timeout_secs),
+        };
         let sessions = sessions::Sessions::start(sessions::SessionDeps {
             runner: runner.clone(),
             validator: validator.clone(),
@@ -138,6 +142,7 @@ impl App {
             store: store.clone(),
             policies: policies.clone(),
             open_policies: !auth.enabled(),
+            network: network.clone(),
         })
         .await?;
         let executions = Executions::start(Deps {
@@ -154,12 +159,7 @@ impl App {
             memory_mb: config.sandbox.limits.memory_mb,
             job_maxima: config.sandbox.jobs.clone(),
             output_bytes: config.sandbox.limits.output_bytes,
-            network: executions::NetworkSettings {
-                limits: config.egress.default_limits(),
-                approval_timeout: std::time::Duration::from_secs(
-                    config.egress.approval_timeout_secs,
-                ),
-            },
+            network,
         })
         .await?;
         let mcp = config.mcp.enabled.then(|| http::mcp::HttpSettings {

@@ -1,7 +1,7 @@
 # The `data` runner profile built without a registry: FROM the base that `scriptgate images build
 # --profile data` imports from a Debian rootfs (mmdebstrap, python3 with numpy, pandas, scipy,
 # matplotlib, scikit-learn, statsmodels, sympy, networkx, Pillow, requests, bs4, lxml, openpyxl,
-# PyYAML, tabulate; sqlite3; DejaVu fonts), plus the supervisor and the plot hook.
+# PyYAML, tabulate; sqlite3; curl; DejaVu fonts), plus the supervisor and the plot hook.
 ARG BASE
 FROM ${BASE}
 COPY scriptgate-supervisor /usr/local/bin/scriptgate-supervisor

@@ -12,7 +12,7 @@ RUN apt-get update \
       python3-numpy python3-pandas python3-scipy python3-matplotlib python3-sklearn \
       python3-statsmodels python3-sympy python3-networkx python3-pil python3-requests \
       python3-bs4 python3-lxml python3-openpyxl python3-yaml python3-tabulate \
-      sqlite3 fonts-dejavu-core \
+      sqlite3 fonts-dejavu-core curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* /usr/share/doc /usr/share/man
 COPY scriptgate-supervisor /usr/local/bin/scriptgate-supervisor
 COPY scriptgate_plots.py /usr/local/lib/scriptgate/scriptgate_plots.py

@@ -119,6 +119,10 @@ pub struct JobWork {
     /// The run-time policy chosen for it (`None`: the sandbox alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// The job's `network` field, read from the document at the edge and checked against the
+    /// policy there (its `run_command` steps may use it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::domain::network::NetworkGrant>,
 }
 
 impl Work {
@@ -159,6 +163,14 @@ impl Work {
         match self {
             Work::Script(s) => s.policy.as_deref(),
             Work::Job(j) => j.policy.as_deref(),
+        }
+    }
+
+    /// The network access its request asked for (`None`: only what its policy gives, if any).
+    pub fn network(&self) -> Option<&crate::domain::network::NetworkGrant> {
+        match self {
+            Work::Script(s) => s.network.as_ref(),
+            Work::Job(j) => j.network.as_ref(),
         }
     }
 
@@ -251,6 +263,10 @@ mod tests {
             profile: DEFAULT_PROFILE.into(),
             timeout_secs: 300,
             policy: Some("strict".into()),
+            network: Some(crate::domain::network::NetworkGrant {
+                allowed_domains: vec!["pypi.org".into()],
+                ..Default::default()
+            }),
         });
         for work in [script, job] {
             let json = serde_json::to_string(&work).expect("writes");

@@ -344,6 +344,7 @@ mod tests {
             profile: "minimal".into(),
             timeout_secs: 60,
             policy: None,
+            network: None,
         })
     }
 
@@ -479,6 +480,7 @@ mod tests {
             profile: "minimal".into(),
             timeout_secs: 60,
             policy: None,
+            network: None,
         });
         let checked = checked(&work);
         assert_eq!(refused(&checked).1, ErrorType::SchemaError);

@@ -301,8 +301,11 @@ impl Executions {
             }
             // Runs with a workspace (and jobs) go through the job agent, under the run's policy.
             Cleared::Job(job) => {
-                let outcome = self.job_call(rec, lease, *job).await;
-                self.ended_job(&rec.run, outcome, started).await
+                let id = lease.execution_id();
+                match self.job_call(rec, lease, *job).await {
+                    Ok(outcome) => self.ended_job(&rec.run, outcome, started).await,
+                    Err(reason) => Ended::network_unavailable(id, reason, started),
+                }
             }
         };
         if self.settings.redact_output_secrets {

@@ -110,8 +110,8 @@ impl Executions {
         if let Some(tx) = self.live.lock().get(&id) {
             return Ok(Watch::Events(tx.subscribe()));
         }
-        let network = rec.run.script().is_some_and(|s| s.network.is_some());
-        if rec.status.is_terminal() || (rec.run.policy().is_none() && !network) {
+        if rec.status.is_terminal() || (rec.run.policy().is_none() && !self.network_opted_in(&rec))
+        {
             return Ok(Watch::Over);
         }
         Ok(Watch::NotYet)

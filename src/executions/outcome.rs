@@ -134,6 +134,7 @@ impl Ended {
             provenance: o.provenance,
             job: Some(Box::new(result)),
             events,
+            network: o.network.map(network_result),
             ..RunResult::default()
         };
         Ended {
@@ -323,7 +324,7 @@ fn script_outcome(o: JobOutcome) -> RunOutcome {
         files: Vec::new(),
         files_dropped: 0,
         provenance: o.provenance,
-        network: None,
+        network: o.network,
     }
 }
 

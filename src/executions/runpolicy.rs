@@ -125,29 +125,46 @@ impl Executions {
         Ok((enforced.outcome, enforced.events))
     }
 
-    /// The sandbox call of a job (or a script run with files): its `run_command` steps under the
-    /// run's policy when it has one, their held operations listed for operators while the job
-    /// lasts and their events published live. A policy no longer configured runs nothing.
+    /// The sandbox call of a job (or a script run with files): network access through the egress
+    /// proxy when it opted in, its `run_command` steps under the run's policy when it has one,
+    /// held operations listed for operators while the job lasts and events published live. A
+    /// policy no longer configured runs nothing; `Err` says why the proxy could not give the
+    /// network, and nothing ran.
     pub(super) async fn job_call(
         &self,
         rec: &ExecutionRecord,
-        lease: Box<dyn Lease>,
+        mut lease: Box<dyn Lease>,
         run: JobRun,
-    ) -> JobOutcome {
+    ) -> Result<JobOutcome, String> {
+        let network = self.network_opted_in(rec);
+        if rec.run.policy().is_none() && !network {
+            return Ok(lease.run_job(run).await);
+        }
+        let (asks, _listed) = self.held.channel(rec.id, &rec.agent);
+        let (live, _publishing) = self.live.publish(rec.id);
+        let _network_events = if network {
+            let access = self.network_access(rec, asks.clone())?;
+            let events = lease
+                .open_network(access)
+                .await
+                .map_err(|e| e.to_string())?;
+            Some(live::bridge(events, live.clone(), LiveEvent::Egress))
+        } else {
+            None
+        };
         let Some(name) = rec.run.policy() else {
-            return lease.run_job(run).await;
+            return Ok(lease.run_job(run).await);
         };
         let Some(mut enforcement) = self.run_policies.enforcement(name) else {
             let reason = format!("the run's policy `{name}` is no longer configured");
-            return JobOutcome::not_run(&run, lease.execution_id(), JobError::internal(reason));
+            let id = lease.execution_id();
+            return Ok(JobOutcome::not_run(&run, id, JobError::internal(reason)));
         };
-        let (asks, _listed) = self.held.channel(rec.id, &rec.agent);
-        let (live, _publishing) = self.live.publish(rec.id);
         enforcement.approvals = Some(asks);
         let (policy_events, _) = broadcast::channel(LIVE_BUFFER);
         let _policy_events = live::bridge(policy_events.subscribe(), live, LiveEvent::Policy);
         enforcement.live = Some(policy_events);
-        lease.run_job(run.enforced(enforcement)).await
+        Ok(lease.run_job(run.enforced(enforcement)).await)
     }
 }
 

@@ -244,6 +244,15 @@ impl From<SessionError> for ApiError {
                 | SandboxError::ImageMissing(_)
                 | SandboxError::StartFailed(_),
             ) => ApiError::EngineUnavailable(e.to_string()),
+            SessionError::Network(n) => match n {
+                NetworkChoiceError::Invalid(_) => ApiError::Schema(e.to_string()),
+                NetworkChoiceError::NotAllowed(_) => ApiError::NetworkNotAllowed(e.to_string()),
+            },
+            // The egress proxy cannot give the session its network (none runs, it is dead, or
+            // the runtime cannot reach its socket): nothing was started.
+            SessionError::Sandbox(SandboxError::NetworkUnavailable(_)) => {
+                typed(StatusCode::SERVICE_UNAVAILABLE, "network_unavailable")
+            }
             SessionError::Sandbox(_) => ApiError::Internal(Box::new(e)),
         }
     }

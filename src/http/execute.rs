@@ -98,14 +98,6 @@ impl ExecuteIn {
         let run = self.check(executions.settings(), profiles, executions.job_maxima())?;
         let policy = executions.choose_policy(caller, requested.as_deref())?;
         if let Some(grant) = &network {
-            if run.has_workspace() {
-                // The job agent that runs a workspace has no network access yet.
-                return Err(ApiError::Schema(
-                    "network: a run with files or artifacts cannot have network access yet; \
-                     send the script without them"
-                        .into(),
-                ));
-            }
             executions.check_network(policy.as_deref(), grant)?;
         }
         let work = Work::Script(run.with_policy(policy).with_network(network));

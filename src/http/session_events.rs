@@ -14,7 +14,7 @@ use super::AppState;
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
 use super::params::{IdParam, Query, page_limit};
-use super::sse::{BadEventsQuery, EventsQuery, Relay, kinds, respond};
+use super::sse::{BadEventsQuery, EventsQuery, Relay, kinds, relayed, respond};
 use crate::sessions::{EventEntry, EventPage};
 
 /// The most events one history page holds (and its default size).
@@ -24,7 +24,10 @@ const MAX_PAGE: u64 = 1000;
 /// stops: each `event:` is the kind (`process`, `file`, `network`, `blocked`; `lagged` with the
 /// number of events a slow reader missed) and `data:` the event as in a command's `events`,
 /// tagged (`{"kind", "event"}`); they belong to the command running at the time
-/// (`current_command_id`). A session without a policy (or a stopped one) gives an empty stream.
+/// (`current_command_id`). A session with network access adds every lookup and connection
+/// through the egress proxy as a `network` event whose `data:` is the proxy's event as in a
+/// command's `network_operations` (`{"type": "dns_query" | "net_connect" | "net_limit", …}`).
+/// A session without a policy or network access (or a stopped one) gives an empty stream.
 #[utoipa::path(
     get,
     path = "/v1/sessions/{id}/events",
@@ -46,13 +49,14 @@ pub(super) async fn stream(
     Query(query): Query<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let kinds = kinds(query.types.as_deref())?;
-    let relay = state.sessions.live_events(&caller.0, id)?;
-    let relay = relay.map(|rx| Relay::new(rx, kinds));
-    // A session without a policy (or a stopped one) has no channel: the stream ends at once.
-    let events = futures::stream::unfold(relay, |relay| async move {
-        let mut relay = relay?;
-        relay.next().await.map(|e| (e, Some(relay)))
-    });
+    let policy = state.sessions.live_events(&caller.0, id)?;
+    let network = state.sessions.live_network(&caller.0, id)?;
+    // A session without a policy or network (or a stopped one) has no channel: that part ends
+    // at once.
+    let events = futures::stream::select(
+        relayed(policy.map(|rx| Relay::new(rx, kinds.clone()))),
+        relayed(network.map(|rx| Relay::new(rx, kinds))),
+    );
     Ok(respond(events))
 }
 

@@ -123,6 +123,14 @@ pub(super) struct CommandOut {
     /// the rest per list, as in `/v1/execute`.
     #[schema(value_type = Option<Object>)]
     pub events: Option<scriptgate_policy::events::Events>,
+    /// The command's lookups and connections through the egress proxy, in order, as
+    /// `network_operations` of `/v1/execute` (null when the session has no network access, or
+    /// the command never ran). A `net_connect` cut by a byte limit carries `limit`
+    /// (`command_bytes`, `session_bytes`); a connection refused by one is a `net_limit` event.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub network_operations: Option<Vec<serde_json::Value>>,
+    /// Totals of the command's network activity (null without network access).
+    pub network_summary: Option<crate::domain::network::NetworkSummary>,
 }
 
 impl CommandOut {
@@ -133,6 +141,13 @@ impl CommandOut {
             String::from_utf8_lossy(&b[..n]).into_owned()
         };
         let total = |kept: &[u8], total: u64| total.max(kept.len() as u64);
+        let network_operations = r.network.as_ref().map(|n| {
+            n.network_operations
+                .iter()
+                .filter_map(|e| serde_json::to_value(e).ok())
+                .collect()
+        });
+        let network_summary = r.network.as_ref().map(|n| n.network_summary.clone());
         CommandOut {
             command_id: c.id,
             session_id,
@@ -157,6 +172,8 @@ impl CommandOut {
             ended_at: r.ended_at,
             warnings: r.warnings,
             events: r.events,
+            network_operations,
+            network_summary,
         }
     }
 }

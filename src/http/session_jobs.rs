@@ -89,6 +89,13 @@ pub(super) async fn run(
     // The session first: an unknown one answers before any validation work.
     let session = state.sessions.get(caller, id)?;
     let work = jobs::intake(&body, &state.profiles)?;
+    if work.network().is_some() {
+        return Err(ApiError::Schema(
+            "network: a job in a session has its session's network access (set `network` when \
+             creating the session)"
+                .into(),
+        ));
+    }
     session_policy_files(&state, caller, &session, &work).await?;
     let checked = state.executions.check(&work).await;
     let (verdict, contents) = (checked.verdict, checked.contents);

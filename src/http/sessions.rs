@@ -61,6 +61,21 @@ pub(super) struct SessionCreateIn {
     pub max_commands: Option<u64>,
     #[serde(default)]
     pub limits: Option<SessionLimitsIn>,
+    /// Network access for every command of the session through the egress proxy, as `network`
+    /// of `POST /v1/execute`: within what the session's policy (else the deployment's default
+    /// policy) allows, else 403 `network_not_allowed`; none when absent. Each command's result
+    /// lists its lookups and connections (`network_operations`, `network_summary`), and
+    /// `/v1/sessions/{id}/events` streams them as they happen.
+    #[serde(default)]
+    pub network: Option<crate::domain::network::NetworkGrant>,
+    /// MiB sent plus received through the egress proxy over the session's life (default and
+    /// maximum `egress.max_network_mb`; each command is also held to
+    /// `egress.max_command_network_mb`). The connection that reaches it is cut, with a
+    /// `net_connect` event whose `limit` is `session_bytes`; later ones are refused with a
+    /// `net_limit` event. Only with network access (400 otherwise).
+    #[serde(default)]
+    #[schema(minimum = 1, example = 100)]
+    pub max_network_mb: Option<u64>,
 }
 
 impl From<SessionCreateIn> for NewSession {
@@ -76,6 +91,8 @@ impl From<SessionCreateIn> for NewSession {
             memory_mb: limits.memory_mb,
             cpus: limits.cpus,
             workspace_mb: limits.workspace_mb,
+            network: i.network,
+            max_network_mb: i.max_network_mb,
         }
     }
 }
@@ -155,6 +172,13 @@ pub(super) struct SessionOut {
     pub limits: SessionLimitsOut,
     /// The run-time policy every command runs under; null when commands are not enforced.
     pub policy: Option<String>,
+    /// Whether commands have network access through the egress proxy.
+    pub network_access: bool,
+    /// The `network` the session was created with (null without one: only what its policy
+    /// gives, if anything).
+    pub network: Option<crate::domain::network::NetworkGrant>,
+    /// The session's network byte budget in MiB (null without network access; 0: no limit).
+    pub max_network_mb: Option<u64>,
     pub links: SessionLinks,
 }
 
@@ -163,6 +187,9 @@ impl From<SessionView> for SessionOut {
         SessionOut {
             links: SessionLinks::of(v.id),
             policy: v.policy,
+            network_access: v.network.is_some(),
+            max_network_mb: v.network.as_ref().map(|n| n.max_network_mb),
+            network: v.network.and_then(|n| n.grant),
             session_id: v.id,
             agent: v.agent,
             profile: v.profile,
@@ -204,12 +231,14 @@ pub(super) struct SessionListOut {
     request_body = SessionCreateIn,
     responses(
         (status = 201, description = "The session is ready.", body = SessionCreatedOut),
-        (status = 400, description = "A value beyond the deployment's maxima, a refused environment name or a secret in a value.", body = ErrorBody,
+        (status = 400, description = "A value beyond the deployment's maxima (`max_network_mb` above `egress.max_network_mb`, or without network access), a refused environment name, a secret in a value, or a malformed `network`.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "environment: environment variable `LD_PRELOAD` is refused"}})),
+        (status = 403, description = "The token may not select the `policy` it names (`policy_not_allowed`), or `network` asks for more than the session's policy allows (`network_not_allowed`).", body = ErrorBody,
+            example = json!({"error": {"type": "network_not_allowed", "message": "network: `example.org` on port 443 is outside what the policy `default` allows"}})),
         (status = 429, description = "The agent's or the service's session cap is reached.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying")),
             example = json!({"error": {"type": "too_many_sessions", "message": "agent `a` holds its maximum of 4 sessions; delete one first"}})),
-        crate::http::openapi::EngineUnavailable,
+        (status = 503, description = "The container engine or the runner image is unavailable (`engine_unavailable`), or the session asked for network access and the egress proxy cannot give it (`network_unavailable`: none runs, it stopped, or the runtime cannot reach its socket). Nothing was started.", body = ErrorBody),
     ),
     security(("agent_token" = []))
 )]

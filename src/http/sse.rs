@@ -69,6 +69,13 @@ impl Kinded for scriptgate_policy::events::Event {
     }
 }
 
+/// The egress proxy's events are `network` (as on `/v1/executions/{id}/events`).
+impl Kinded for crate::sandbox::egress::NetworkEvent {
+    fn kind(&self) -> &'static str {
+        "network"
+    }
+}
+
 impl Kinded for LiveEvent {
     fn kind(&self) -> &'static str {
         LiveEvent::kind(self)
@@ -107,6 +114,16 @@ impl<E: Kinded> Relay<E> {
 }
 
 /// The response of an event stream: its events, kept alive while it waits.
+/// The SSE events of a relay (none without one) until its channel closes.
+pub(super) fn relayed<E: Kinded + Send + 'static>(
+    relay: Option<Relay<E>>,
+) -> impl Stream<Item = SseEvent> + Send + 'static {
+    futures::stream::unfold(relay, |relay| async move {
+        let mut relay = relay?;
+        relay.next().await.map(|e| (e, Some(relay)))
+    })
+}
+
 pub(super) fn respond<S: Stream<Item = SseEvent> + Send + 'static>(
     events: S,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {

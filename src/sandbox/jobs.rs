@@ -84,6 +84,8 @@ pub struct JobOutcome {
     /// What the job's commands did under its run-time policy, every step together (each step's
     /// own are in its result); `None` without a policy.
     pub events: Option<scriptgate_policy::events::Events>,
+    /// What the job did through the egress proxy (jobs with network access only).
+    pub network: Option<super::egress::NetworkReport>,
 }
 
 impl JobOutcome {
@@ -101,6 +103,7 @@ impl JobOutcome {
             crashed: None,
             provenance: Provenance::default(),
             events: None,
+            network: None,
         }
     }
 }

@@ -49,6 +49,10 @@ pub struct SessionSpec {
     /// The run-time policy every command runs under (refused by a sandbox that cannot enforce
     /// one: the session does not open).
     pub enforcement: Option<Enforcement>,
+    /// Network access through the egress proxy for every command (refused by a sandbox that
+    /// cannot give it: the session does not open). Its `session_bytes` limit counts over the
+    /// session's life, its `command_bytes` limit per command.
+    pub network: Option<super::NetworkAccess>,
 }
 
 /// How a command of a session ended, and what its policy saw (`None` without one).
@@ -56,6 +60,9 @@ pub struct SessionSpec {
 pub struct Ran {
     pub end: CommandEnd,
     pub events: Option<Events>,
+    /// The command's lookups and connections through the egress proxy (`None`: the session has
+    /// no network access).
+    pub network: Option<super::egress::NetworkReport>,
 }
 
 /// A command cleared to run in a session.
@@ -185,6 +192,13 @@ pub trait SessionBox: std::fmt::Debug + Send + Sync {
     fn run_job(&self, run: super::JobRun) -> BoxFuture<'_, Result<SessionJobEnd, SessionFault>>;
     /// Removes the container now and waits for that.
     fn close(&self) -> BoxFuture<'_, ()>;
+    /// Every lookup and connection of the session's commands through the egress proxy as it
+    /// happens (`None`: the session has no network access).
+    fn network_events(
+        &self,
+    ) -> Option<tokio::sync::broadcast::Receiver<super::egress::NetworkEvent>> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,10 @@ pub(crate) struct NewSession {
     pub memory_mb: Option<u64>,
     pub cpus: Option<f64>,
     pub workspace_mb: Option<u64>,
+    /// Network access for every command, within what the session's policy allows.
+    pub network: Option<crate::domain::network::NetworkGrant>,
+    /// MiB sent plus received through the egress proxy over the session's life.
+    pub max_network_mb: Option<u64>,
 }
 
 impl Sessions {
@@ -126,6 +130,7 @@ impl Sessions {
         caller: &Caller,
         c: &Checked,
         policy: Option<String>,
+        network: Option<super::SessionNetwork>,
     ) -> Result<Arc<Session>, SessionError> {
         let mut map = self.map.lock().expect("sessions lock");
         let active = |s: &&Arc<Session>| s.state() != State::Stopped;
@@ -158,6 +163,7 @@ impl Sessions {
             max_commands: c.max_commands,
             limits: c.limits.clone(),
             policy,
+            network,
             deadline: Instant::now() + c.duration,
             live: Mutex::new(Live {
                 state: State::Creating,

@@ -222,6 +222,14 @@ impl Sessions {
             self.audit_decisions(session, command.id, &command.text, events)
                 .await;
         }
+        if let Ok(Ok(Ran {
+            network: Some(report),
+            ..
+        })) = &end
+        {
+            self.audit_network(session, command.id, &command.text, report)
+                .await;
+        }
         let lost = match &end {
             Ok(Ok(_)) => None,
             Ok(Err(e)) => Some(e.to_string()),

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::{SessionError, Sessions};
 use crate::auth::Caller;
+use crate::sandbox::egress::NetworkEvent;
 
 /// One event of the history: which command it belongs to, and the event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +49,17 @@ impl Sessions {
         let session = self.get(caller, id)?;
         let live = session.live.lock().expect("session lock");
         Ok(live.events.as_ref().map(broadcast::Sender::subscribe))
+    }
+
+    /// A subscription to the session's lookups and connections through the egress proxy from
+    /// now on (`None`: the session has no network access, or it stopped).
+    pub(crate) fn live_network(
+        &self,
+        caller: &Caller,
+        id: Uuid,
+    ) -> Result<Option<broadcast::Receiver<NetworkEvent>>, SessionError> {
+        let session = self.get(caller, id)?;
+        Ok(session.sandbox().ok().and_then(|s| s.network_events()))
     }
 
     /// The page `offset`..`offset + limit` of the events of `kinds` in the session's history,

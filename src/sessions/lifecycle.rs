@@ -21,14 +21,30 @@ impl Sessions {
     ) -> Result<Arc<Session>, SessionError> {
         let policy = self.choose_policy(caller, new.policy.as_deref())?;
         let enforcement = policy.as_deref().map(|p| self.enforcement(p)).transpose()?;
+        let network =
+            self.check_network(policy.as_deref(), new.network.clone(), new.max_network_mb)?;
         let checked = self.check(new)?;
-        let session = self.admit(caller, &checked, policy)?;
+        let session = self.admit(caller, &checked, policy, network)?;
         let (mut enforcement, events) = enforcement.unzip();
-        let approvals = enforcement.as_mut().map(|e| {
-            let (asks, forwarder) = self.held.channel(&session);
-            e.approvals = Some(asks);
-            forwarder
-        });
+        let held = (enforcement.is_some() || session.network.is_some())
+            .then(|| self.held.channel(&session));
+        let (asks, approvals) = held.unzip();
+        if let Some(e) = enforcement.as_mut() {
+            e.approvals = asks.clone();
+        }
+        let network = match (&session.network, asks) {
+            (Some(n), Some(asks)) => {
+                match self.network_access(session.policy.as_deref(), n, asks) {
+                    Ok(access) => Some(access),
+                    Err(e) => {
+                        self.mark_stopped(&session, format!("failed to start: {e}"));
+                        self.persist(&session).await;
+                        return Err(e);
+                    }
+                }
+            }
+            _ => None,
+        };
         let spec = SessionSpec {
             session_id: session.id,
             profile: session.profile.clone(),
@@ -39,6 +55,7 @@ impl Sessions {
             limits: session.limits.clone(),
             owner: caller.name.clone(),
             enforcement,
+            network,
         };
         match self.runner.open_session(spec).await {
             Ok(sandbox) => {

@@ -22,6 +22,7 @@ mod files;
 mod held;
 mod jobs;
 mod lifecycle;
+mod network;
 mod policy;
 mod record;
 mod recovery;
@@ -33,6 +34,7 @@ pub(crate) use command::{ExecRequest, Mode, Started};
 pub(crate) use events::{EventEntry, EventPage};
 pub(crate) use files::{FileBody, FileFailure};
 pub(crate) use held::HeldOperation;
+pub(crate) use network::SessionNetwork;
 pub(crate) use record::RunningCommand;
 pub(crate) use session::{Session, SessionView};
 
@@ -101,6 +103,9 @@ pub(crate) enum SessionError {
     /// The `policy` the request named (or the caller's default) is not one it may have.
     #[error(transparent)]
     Policy(#[from] PolicyChoiceError),
+    /// The `network` the request asked for is malformed or wider than its policy allows.
+    #[error(transparent)]
+    Network(#[from] crate::sandbox::egress::bound::NetworkChoiceError),
     /// The sandbox could not be started.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
@@ -120,6 +125,8 @@ pub(crate) struct Sessions {
     policies: Policies,
     /// Authentication is off: every caller may select any policy.
     open_policies: bool,
+    /// Limits and approval timeout of sessions with network access (`egress`).
+    network: crate::sandbox::egress::bound::NetworkSettings,
     held: held::Held,
     map: Mutex<HashMap<Uuid, Arc<Session>>>,
     tasks: TaskTracker,
@@ -142,6 +149,8 @@ pub(crate) struct SessionDeps {
     /// (authentication is off).
     pub policies: Policies,
     pub open_policies: bool,
+    /// Limits and approval timeout of sessions with network access (`egress`).
+    pub network: crate::sandbox::egress::bound::NetworkSettings,
 }
 
 impl Sessions {
@@ -160,6 +169,7 @@ impl Sessions {
             store: deps.store,
             policies: deps.policies,
             open_policies: deps.open_policies,
+            network: deps.network,
             held: held::Held::default(),
             map: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),

@@ -31,6 +31,9 @@ pub(crate) struct CommandRecord {
     pub warnings: Vec<String>,
     /// What the session's run-time policy saw and decided (`None` without one).
     pub events: Option<Events>,
+    /// The command's lookups and connections through the egress proxy (`None`: the session has
+    /// no network access, or the command never ran).
+    pub network: Option<crate::sandbox::egress::NetworkReport>,
 }
 
 /// A command of a session, running or ended.
@@ -161,6 +164,7 @@ pub(super) fn describe(
     let e = match end {
         Ok(Ok(ran)) => {
             r.events = ran.events.clone();
+            r.network = ran.network.clone();
             &ran.end
         }
         Ok(Err(fault)) => {

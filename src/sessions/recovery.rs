@@ -30,6 +30,7 @@ impl Session {
             max_commands: 0,
             limits: Limits::default(),
             policy: r.policy,
+            network: None,
             deadline: Instant::now(),
             live: Mutex::new(Live {
                 state: State::Stopped,

@@ -29,6 +29,8 @@ pub(crate) struct Session {
     pub limits: Limits,
     /// The run-time policy every command runs under.
     pub policy: Option<String>,
+    /// The network access every command has (`None`: none).
+    pub network: Option<super::SessionNetwork>,
     pub(super) deadline: Instant,
     pub(super) live: Mutex<Live>,
 }
@@ -77,6 +79,7 @@ pub(crate) struct SessionView {
     pub usage: ResourceUsage,
     pub limits: Limits,
     pub policy: Option<String>,
+    pub network: Option<super::SessionNetwork>,
 }
 
 impl Session {
@@ -102,6 +105,7 @@ impl Session {
             usage: live.usage,
             limits: self.limits.clone(),
             policy: self.policy.clone(),
+            network: self.network.clone(),
         }
     }
 

@@ -5,8 +5,9 @@
 //! The upstreams are containers of the base image the test starts on an internal network of its
 //! own (`upstream.py`); the proxy maps `allowed.test` and friends to them through `egress.hosts`
 //! and the deployment opens exactly their addresses (`egress.allow_private_ranges`), the way a
-//! deployment opens its own mirrors. The runner image has no curl (and no `requests`): the clients
-//! are Python's `urllib` and `http.client`, which read `HTTP_PROXY` like curl and pip do.
+//! deployment opens its own mirrors. The `minimal` image has no curl (and no `requests`): the
+//! clients here are Python's `urllib` and `http.client`, which read `HTTP_PROXY` like curl and pip
+//! do; `egress_work` drives the `data` image's `requests` and curl.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -20,15 +21,15 @@ use crate::harness::Service;
 const UPSTREAM: &str = include_str!("egress_service/upstream.py");
 
 /// Upstream containers on a network of their own; removed on drop.
-struct Upstreams {
-    network: String,
+pub(crate) struct Upstreams {
+    pub(crate) network: String,
     containers: Vec<String>,
     /// Address of each upstream by name.
     ips: BTreeMap<&'static str, String>,
-    gateway: String,
+    pub(crate) gateway: String,
 }
 
-fn docker(args: &[&str]) -> String {
+pub(crate) fn docker(args: &[&str]) -> String {
     let out = Command::new("docker").args(args).output().expect("docker");
     assert!(
         out.status.success(),
@@ -39,7 +40,7 @@ fn docker(args: &[&str]) -> String {
 }
 
 impl Upstreams {
-    fn start(names: &[&'static str]) -> Upstreams {
+    pub(crate) fn start(names: &[&'static str]) -> Upstreams {
         let network = format!(
             "sg-egress-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]
@@ -92,12 +93,12 @@ impl Upstreams {
         up
     }
 
-    fn ip(&self, name: &str) -> &str {
+    pub(crate) fn ip(&self, name: &str) -> &str {
         &self.ips[name]
     }
 
     /// What upstream `name` counted (from the host, which reaches the internal network).
-    async fn stats(&self, name: &str) -> Value {
+    pub(crate) async fn stats(&self, name: &str) -> Value {
         reqwest::get(format!("http://{}:8080/stats", self.ip(name)))
             .await
             .expect("stats")
@@ -107,7 +108,7 @@ impl Upstreams {
     }
 }
 
-fn wait_ready(id: &str) {
+pub(crate) fn wait_ready(id: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !docker(&["logs", id]).contains("ready") {
         assert!(Instant::now() < deadline, "upstream {id} did not start");
@@ -134,8 +135,9 @@ fn test_policy() -> String {
     )
     .expect("default policy");
     let rules = r#"  - name: test-upstreams
-    domains: [allowed.test, denied.test, "*.wild.test", private.test, metadata.test, host.test]
-    ports: [8080, 9090]
+    domains: [allowed.test, denied.test, "*.wild.test", private.test, metadata.test, host.test,
+              loopback.test, tls.test]
+    ports: [8000, 8080, 8443, 9090]
     decision: allow
   - name: held
     domains: [approve.test]
@@ -147,7 +149,7 @@ fn test_policy() -> String {
         .replace("  - name: no-network", rules)
 }
 
-async fn service(
+pub(crate) async fn service(
     up: &Upstreams,
     tweak: impl FnOnce(&mut scriptgate::config::Config) + Send + 'static,
 ) -> Service {
@@ -163,6 +165,7 @@ async fn service(
         ("private.test", "10.1.2.3"),
         ("metadata.test", "169.254.169.254"),
         ("host.test", &up.gateway),
+        ("loopback.test", "127.0.0.1"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
@@ -192,7 +195,7 @@ async fn run(s: &Service, script: &str, extra: Value) -> Value {
     result
 }
 
-fn ops<'a>(result: &'a Value, kind: &str) -> Vec<&'a Value> {
+pub(crate) fn ops<'a>(result: &'a Value, kind: &str) -> Vec<&'a Value> {
     result["network_operations"]
         .as_array()
         .unwrap_or_else(|| panic!("no network_operations: {result}"))
@@ -201,7 +204,7 @@ fn ops<'a>(result: &'a Value, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn connect<'a>(result: &'a Value, domain: &str, port: u64) -> &'a Value {
+pub(crate) fn connect<'a>(result: &'a Value, domain: &str, port: u64) -> &'a Value {
     ops(result, "net_connect")
         .into_iter()
         .find(|e| e["domain"] == domain && e["port"] == port)
@@ -254,7 +257,7 @@ print("raw", raw("UPSTREAM", 8080))
 print("interfaces", sorted(n for _, n in socket.if_nameindex()))
 "#;
 
-fn lines(result: &Value) -> BTreeMap<String, String> {
+pub(crate) fn lines(result: &Value) -> BTreeMap<String, String> {
     result["stdout"]
         .as_str()
         .unwrap_or_default()

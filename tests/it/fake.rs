@@ -245,6 +245,11 @@ impl Runner for Fake {
             if self.0.down {
                 return Err(SandboxError::EngineUnavailable("engine stopped".into()));
             }
+            if spec.network.is_some() {
+                return Err(SandboxError::NetworkUnavailable(
+                    "this sandbox has no egress proxy".into(),
+                ));
+            }
             if self.0.no_enforcement && spec.enforcement.is_some() {
                 return Err(SandboxError::PolicyUnavailable(
                     "run-time policy enforcement is not available in this sandbox".into(),
@@ -375,6 +380,7 @@ impl Lease for FakeLease {
                 crashed: None,
                 provenance: Default::default(),
                 events: None,
+                network: None,
             }
         })
     }
@@ -552,7 +558,11 @@ impl SessionBox for FakeSession {
                 state,
                 warnings: Vec::new(),
             };
-            Ok(Ran { end, events })
+            Ok(Ran {
+                end,
+                events,
+                network: None,
+            })
         })
     }
 

@@ -93,6 +93,16 @@ fn test_config(tweak: impl FnOnce(&mut Config)) -> Config {
         config.sandbox.python_image = runner_image();
         config.sandbox.bash_image = runner_image();
     }
+    // The same for the `data` profile's image (`DATA_IMAGE_UNDER_TEST`).
+    if let Ok(image) = std::env::var("DATA_IMAGE_UNDER_TEST") {
+        config
+            .sandbox
+            .profiles
+            .push(scriptgate::sandbox::profiles::ProfileConfig {
+                image,
+                ..scriptgate::sandbox::profiles::builtin_data()
+            });
+    }
     // The variable a spawned service reads: the suite can run with enforcement on by default.
     if std::env::var("SCRIPTGATE_POLICY__ENFORCE_DEFAULT").is_ok_and(|v| v == "true") {
         config.policy.enforce_default = true;

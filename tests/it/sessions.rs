@@ -449,6 +449,7 @@ async fn a_session_container_opens_and_closes() {
         limits: sandbox.config().limits.clone(),
         owner: "test".into(),
         enforcement: None,
+        network: None,
     };
     let session = sandbox.open_session(spec).await.expect("the session opens");
     session.close().await;

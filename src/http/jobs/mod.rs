@@ -13,7 +13,7 @@ pub(crate) mod schema;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::auth::Authenticated;
@@ -25,6 +25,7 @@ use super::params::{JobIdParam, Query};
 use super::{AppState, artifacts};
 use crate::auth::{Caller, Role};
 use crate::domain::content::ContentVerdict;
+use crate::domain::network::NetworkGrant;
 use crate::domain::record::{ExecutionRecord, JobResult, Status};
 use crate::domain::work::{JobWork, Work};
 use crate::executions::{Executions, Submitted, job_result};
@@ -51,17 +52,31 @@ pub(crate) struct JobOut {
     /// without a policy; each step's own are in its result).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<scriptgate_policy::events::Events>,
+    /// Every lookup and connection of the job's steps through the egress proxy, in order (only
+    /// for a job with network access).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_operations: Option<Vec<serde_json::Value>>,
+    /// Totals of the job's network activity (only for a job with network access).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_summary: Option<crate::domain::network::NetworkSummary>,
 }
 
 impl JobOut {
     /// The answer for a job's record once it ended (`None` before).
     pub(crate) fn of(rec: &ExecutionRecord) -> Option<JobOut> {
+        let network = rec.result.as_ref().and_then(|r| r.network.clone());
+        let (network_operations, network_summary) = match network {
+            Some(n) => (Some(n.network_operations), Some(n.network_summary)),
+            None => (None, None),
+        };
         Some(JobOut {
             result: job_result(rec)?,
             execution_id: rec.id,
             validation: rec.contents.clone(),
             policy: rec.run.policy().map(str::to_string),
             events: rec.result.as_ref().and_then(|r| r.events.clone()),
+            network_operations,
+            network_summary,
         })
     }
 }
@@ -113,17 +128,30 @@ pub(crate) fn intake(bytes: &[u8], profiles: &Profiles) -> Result<Work, ApiError
     let mut document: serde_json::Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::Schema(format!("the job is not JSON: {e}")))?;
     document["job_id"] = serde_json::Value::String(job_id.to_string());
+    let network = network_field(&document)?;
     Ok(Work::Job(JobWork {
         job_id,
         job: document,
         profile,
         timeout_secs: parsed.constraints.max_runtime_seconds,
         policy: parsed.policy,
+        network,
     }))
 }
 
+/// The job's `network` field (the protocol's parser leaves it to the service).
+fn network_field(document: &serde_json::Value) -> Result<Option<NetworkGrant>, ApiError> {
+    match document.get("network") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(value) => NetworkGrant::deserialize(value)
+            .map(Some)
+            .map_err(|e| ApiError::Schema(format!("network: {e}"))),
+    }
+}
+
 /// The job with the run-time policy chosen for `caller` (its `policy` field, else the token's
-/// default, else the deployment's when enforced), its files decided by that policy (see
+/// default, else the deployment's when enforced), its `network` checked against what that policy
+/// allows (403 `network_not_allowed` beyond it), its files decided by that policy (see
 /// [`check_policy_files`]).
 pub(crate) fn with_policy(
     work: Work,
@@ -134,6 +162,9 @@ pub(crate) fn with_policy(
         return Ok(work);
     };
     job.policy = executions.choose_policy(caller, job.policy.as_deref())?;
+    if let Some(grant) = &job.network {
+        executions.check_network(job.policy.as_deref(), grant)?;
+    }
     let work = Work::Job(job);
     check_policy_files(executions, &work)?;
     Ok(work)
@@ -154,7 +185,7 @@ pub(crate) fn with_policy(
             body = JobSubmissionOut, example = json!(schema::example_submission())),
         (status = 400, description = "Not a well-formed job (`schema_error`): not JSON, an unknown or malformed `protocol_version`, an unknown step type, a missing argument or a wrong type, an unknown field at 1.0, an unknown `profile`. Nothing was recorded or run.", body = ErrorBody,
             example = json!({"error": {"type": "schema_error", "message": "protocol version 2.0 is not supported (this agent speaks 1.x)"}})),
-        (status = 403, description = "The token may not select the `policy` the job names (`policy_not_allowed`), or the job's policy denies one of its files (`policy_violation`: a `write_file`, `read_file`, `apply_unified_diff` or `list_tree` path, or an artifact glob). Nothing was recorded or run.", body = ErrorBody,
+        (status = 403, description = "The token may not select the `policy` the job names (`policy_not_allowed`), its `network` asks for more than its policy allows (`network_not_allowed`), or the job's policy denies one of its files (`policy_violation`: a `write_file`, `read_file`, `apply_unified_diff` or `list_tree` path, or an artifact glob). Nothing was recorded or run.", body = ErrorBody,
             example = json!({"error": {"type": "policy_violation", "message": "the policy `strict` denies read of /workspace/.ssh/id_rsa: rule `credentials`: /workspace/.ssh/id_rsa holds credentials: read refused"}})),
         (status = 409, description = "The `job_id` is already used by another job.", body = ErrorBody,
             example = json!({"error": {"type": "conflict", "message": "job_id 6f0b1a52-4f1b-4c55-9d3c-3e2a1b0c9d8e is already used by another job"}})),

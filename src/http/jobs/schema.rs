@@ -56,6 +56,16 @@ pub(crate) struct JobIn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, example = "strict")]
     pub policy: Option<String>,
+    /// Network access for the job's `run_command` steps through the egress proxy, as `network`
+    /// of `POST /v1/execute`: within what the job's policy (else the deployment's default
+    /// policy) allows, else 403 `network_not_allowed`; none when absent. Proxy-aware clients
+    /// (pip, curl, git, requests, urllib) use it through `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`;
+    /// the result lists every lookup and connection in `network_operations` and totals them in
+    /// `network_summary`. `constraints.network_allowed` is a different, protocol-level switch
+    /// for direct access, which this service never gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub network: Option<crate::domain::network::NetworkGrant>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub constraints: Option<ConstraintsIn>,
@@ -255,6 +265,15 @@ pub(crate) struct JobOutDoc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>, nullable = false)]
     pub events: Option<serde_json::Value>,
+    /// Only for a job with network access: every lookup and connection of its steps through the
+    /// egress proxy, in order, as `network_operations` of `POST /v1/execute` lists them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>, nullable = false)]
+    pub network_operations: Option<Vec<serde_json::Value>>,
+    /// Only for a job with network access: the totals of its network activity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub network_summary: Option<crate::domain::network::NetworkSummary>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, utoipa::ToSchema)]

@@ -66,6 +66,9 @@ pub const DATA_PACKAGES: &[&str] = &[
     "python3-tabulate",
     "sqlite3",
     "fonts-dejavu-core",
+    // A proxy-aware command-line client for runs with network access (through the egress proxy).
+    "curl",
+    "ca-certificates",
 ];
 const EXCLUDES: &[&str] = &[
     "path-exclude=/usr/share/doc/*",

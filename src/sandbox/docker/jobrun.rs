@@ -123,6 +123,7 @@ impl Prepared {
             crashed,
             provenance: self.provenance.clone(),
             events,
+            network: None,
         };
         // Removal happens after the response; dropping `self` schedules it.
         drop(self);

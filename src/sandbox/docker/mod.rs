@@ -429,9 +429,18 @@ impl Lease for DockerLease {
 
     fn run_job(self: Box<Self>, run: JobRun) -> BoxFuture<'static, JobOutcome> {
         let DockerLease {
-            prepared, cleaner, ..
+            prepared,
+            cleaner,
+            network,
+            ..
         } = *self;
-        Box::pin(async move { prepared.execute_job(&run, &cleaner).await })
+        Box::pin(async move {
+            let mut outcome = prepared.execute_job(&run, &cleaner).await;
+            if let Some(egress) = network {
+                outcome.network = Some(egress.close().await);
+            }
+            outcome
+        })
     }
 }
 

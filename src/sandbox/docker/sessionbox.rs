@@ -9,6 +9,10 @@
 //! command's `Events` and `ApprovalRequest` frames are gathered as for a one-shot run
 //! (`enforced::Gathered`), and the decisions on held operations go back as host messages.
 //!
+//! A session with network access has one egress socket for its life (its byte budget spans every
+//! command); each command restarts the command's count and, once it ended and its connections
+//! closed, takes the command's report into [`Ran::network`].
+//!
 //! One file (past 500 lines): the task that owns the session's stream routes every frame kind, and
 //! splitting the routing would split one `match`.
 
@@ -28,7 +32,7 @@ use scriptgate_supervisor::{
     ArtifactBegin, FrameKind, HostKind, MessageAssembler, PROTOCOL_VERSION, encode_host_message,
 };
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use uuid::Uuid;
 
 use super::enforced::{self, Gathered};
@@ -36,11 +40,15 @@ use super::jobrun::Conversation;
 use super::session::{Msg, Prepared, message_of};
 use super::{Cleaner, DockerConfig, Inner};
 use crate::domain::script::Language;
+use crate::sandbox::egress::{NetworkEvent, NetworkReport, SandboxEgress};
 use crate::sandbox::sessions::{
     Chunk, CommandSpec, FileAnswer, FileOp, Ran, SessionBox, SessionFault, SessionJobEnd,
     SessionSpec,
 };
-use crate::sandbox::{Enforcement, JobRun, SandboxError};
+use crate::sandbox::{Enforcement, JobRun, NetworkAccess, SandboxError};
+
+/// How long a command's report waits for the connections its processes left to end.
+const SETTLE: Duration = Duration::from_secs(1);
 
 /// How long the supervisor may take to answer `OpenSession`.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,6 +69,8 @@ pub(super) struct DockerSession {
     id: String,
     requests: mpsc::Sender<Req>,
     cleaner: Arc<Cleaner>,
+    /// The session's network access (stopped when it closes).
+    network: Option<Arc<SandboxEgress>>,
 }
 
 impl Inner {
@@ -86,6 +96,10 @@ impl Inner {
                 "the runner image's supervisor predates sessions: rebuild it with `scriptgate images build`".into(),
             ));
         }
+        let network = match spec.network.clone() {
+            None => None,
+            Some(access) => Some(self.open_network(&mut prepared, access).await?),
+        };
         let enforce = match &spec.enforcement {
             None => None,
             Some(_) if !enforced::supported(&prepared.features) => {
@@ -144,7 +158,22 @@ impl Inner {
             id,
             requests,
             cleaner: self.cleaner.clone(),
+            network: network.map(Arc::new),
         })
+    }
+
+    /// The session's socket in its container's egress directory, checked before it opens.
+    async fn open_network(
+        &self,
+        prepared: &mut Prepared,
+        access: NetworkAccess,
+    ) -> Result<SandboxEgress, SandboxError> {
+        let Some(egress) = &self.egress else {
+            return Err(SandboxError::NetworkUnavailable(
+                "the service runs no egress proxy".into(),
+            ));
+        };
+        egress.open(prepared, access).await
     }
 }
 
@@ -394,7 +423,11 @@ impl Task {
                     && let Some((_, _, reply)) = self.running.take()
                 {
                     let events = self.gathered.take().map(|g| g.finish().0);
-                    let _ = reply.send(Ok(Ran { end, events }));
+                    let _ = reply.send(Ok(Ran {
+                        end,
+                        events,
+                        network: None,
+                    }));
                 }
             }
             Some(FrameKind::Events) => self
@@ -495,6 +528,14 @@ impl Task {
 }
 
 impl DockerSession {
+    /// The report of the command that just ended, once the connections its processes left
+    /// have ended (at most [`SETTLE`]).
+    async fn command_network(&self) -> Option<NetworkReport> {
+        let egress = self.network.as_ref()?;
+        egress.settle(SETTLE).await;
+        Some(egress.command_report())
+    }
+
     async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Req) -> Result<T, SessionFault> {
         let (tx, rx) = oneshot::channel();
         self.requests
@@ -516,7 +557,16 @@ impl SessionBox for DockerSession {
         command: CommandSpec,
         out: mpsc::UnboundedSender<Chunk>,
     ) -> BoxFuture<'_, Result<Ran, SessionFault>> {
-        Box::pin(self.ask(move |reply| Req::Exec(command, out, reply)))
+        Box::pin(async move {
+            if let Some(egress) = &self.network {
+                egress.begin_command(None);
+            }
+            let mut ran = self
+                .ask(move |reply| Req::Exec(command, out, reply))
+                .await?;
+            ran.network = self.command_network().await;
+            Ok(ran)
+        })
     }
 
     fn kill(&self, id: Uuid) -> BoxFuture<'_, Result<(), SessionFault>> {
@@ -554,6 +604,15 @@ impl SessionBox for DockerSession {
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move { self.cleaner.remove(&self.id).await })
+        Box::pin(async move {
+            if let Some(egress) = &self.network {
+                egress.stop_now();
+            }
+            self.cleaner.remove(&self.id).await
+        })
+    }
+
+    fn network_events(&self) -> Option<broadcast::Receiver<NetworkEvent>> {
+        self.network.as_deref().map(SandboxEgress::subscribe)
     }
 }

@@ -38,6 +38,7 @@
 //! proxy.shutdown().await                              stops everything, removes the sockets
 //! ```
 
+pub(crate) mod bound;
 mod config;
 mod decide;
 mod events;

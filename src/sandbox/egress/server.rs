@@ -34,6 +34,8 @@ const MAX_SOCKET_PATH: usize = 107;
 
 /// How long closing a sandbox waits for its connections' events before it stops waiting.
 const DRAIN: Duration = Duration::from_secs(5);
+/// How often [`SandboxEgress::settle`] looks again.
+const SETTLE_POLL: Duration = Duration::from_millis(5);
 
 /// What every sandbox's connections share.
 #[derive(Debug)]
@@ -416,6 +418,17 @@ impl SandboxEgress {
         self.ctx.recorder.begin_command();
     }
 
+    /// Waits (at most `max`) until no connection of the sandbox is open, so that a command's
+    /// report holds the connections its processes closed as they exited (a connection is
+    /// recorded when it ends). The socket keeps accepting meanwhile.
+    pub async fn settle(&self, max: Duration) {
+        let deadline = tokio::time::Instant::now() + max;
+        // The accept loop is always one of the tasks.
+        while self.ctx.tasks.len() > 1 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(SETTLE_POLL).await;
+        }
+    }
+
     /// Events and summary since the last [`SandboxEgress::begin_command`].
     pub fn command_report(&self) -> NetworkReport {
         self.ctx.recorder.command_report()
@@ -458,6 +471,13 @@ impl SandboxEgress {
         // still have it mounted).
         let _ = tokio::fs::remove_file(&self.socket).await;
         self.ctx.recorder.session_report()
+    }
+
+    /// Stops the socket now (a session that ends: its container goes next); what is left is
+    /// removed when the value drops.
+    pub fn stop_now(&self) {
+        self.ctx.cancel.cancel();
+        self.ctx.proxy.registry().remove(&self.id);
     }
 
     fn stop(&mut self) {

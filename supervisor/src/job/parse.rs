@@ -126,6 +126,11 @@ struct RawJob {
     profile: Option<String>,
     #[serde(default)]
     policy: Option<String>,
+    /// The service's network access for the job: the service reads and checks it from the
+    /// document; the agent has no use for it (listed so it is not an unknown field).
+    #[allow(dead_code)]
+    #[serde(default)]
+    network: Option<Value>,
     #[serde(default)]
     constraints: Constraints,
     steps: Vec<RawStep>,

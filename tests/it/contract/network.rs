@@ -1,4 +1,4 @@
-//! The `network` field of execution requests: malformed names and ports are `schema_error`s,
+//! The `network` field of execution, job and session requests: malformed names and ports are `schema_error`s,
 //! anything wider than the run's policy is 403 `network_not_allowed`, and a run whose sandbox
 //! has no egress proxy fails at once with `network_unavailable` (never runs without it, never
 //! hangs).
@@ -50,11 +50,6 @@ async fn malformed_network_fields_are_schema_errors() {
             "{network}: {answer}"
         );
     }
-    let with_files = json!({"script_content": "print(1)", "script_type": "python",
-        "files": [{"path": "a.txt", "content": "x"}],
-        "network": {"allowed_domains": ["pypi.org"], "allowed_ports": [443]}});
-    let (status, answer) = s.post("/v1/execute", &with_files).await;
-    assert_eq!(status, 400, "{answer}");
     assert!(s.runner().ran().is_empty(), "nothing ran");
     s.stop().await;
 }
@@ -108,6 +103,57 @@ async fn a_granted_run_without_an_egress_proxy_fails_fast_and_typed() {
     assert!(
         s.runner().ran().is_empty(),
         "the script never runs without its network"
+    );
+    // A run with files, a job and a session with `network` fail the same way: never without it.
+    let network = json!({"allowed_domains": ["pypi.org"], "allowed_ports": [443]});
+    let with_files = json!({"script_content": "print(1)", "script_type": "python",
+        "files": [{"path": "a.txt", "content": "x"}], "network": network});
+    let (status, answer) = s.post("/v1/execute", &with_files).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["error"]["type"], "network_unavailable", "{answer}");
+    let job = json!({"protocol_version": "1.0", "network": network,
+        "constraints": {"allowed_commands": ["python3"]},
+        "steps": [{"id": "run", "type": "run_command",
+                   "arguments": {"command": "python3", "args": ["-c", "print(1)"]}}]});
+    let (status, answer) = s.post("/v1/jobs", &job).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["status"], "failure", "{answer}");
+    assert_eq!(answer["error"]["type"], "internal_error", "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("egress")),
+        "{answer}"
+    );
+    assert!(s.runner().ran().is_empty(), "nothing ran");
+    let (status, answer) = s.post("/v1/sessions", &json!({"network": network})).await;
+    assert_eq!(status, 503, "{answer}");
+    assert_eq!(answer["error"]["type"], "network_unavailable", "{answer}");
+    // A job sent to a session has the session's network, never its own.
+    let (status, session) = s.post("/v1/sessions", &json!({})).await;
+    assert_eq!(status, 201, "{session}");
+    let id = session["session_id"].as_str().expect("session id");
+    let (status, answer) = s.post(&format!("/v1/sessions/{id}/jobs"), &job).await;
+    assert_eq!(
+        (status, answer["error"]["type"].as_str()),
+        (400, Some("schema_error")),
+        "{answer}"
+    );
+    // Wider than the policy: 403 for jobs and sessions as for scripts.
+    let wide = json!({"allowed_domains": ["example.org"], "allowed_ports": [443]});
+    let mut wide_job = job.clone();
+    wide_job["network"] = wide.clone();
+    let (status, answer) = s.post("/v1/jobs", &wide_job).await;
+    assert_eq!(
+        (status, answer["error"]["type"].as_str()),
+        (403, Some("network_not_allowed")),
+        "{answer}"
+    );
+    let (status, answer) = s.post("/v1/sessions", &json!({"network": wide})).await;
+    assert_eq!(
+        (status, answer["error"]["type"].as_str()),
+        (403, Some("network_not_allowed")),
+        "{answer}"
     );
     // Without `network`, the same service runs scripts as before.
     let (status, answer) = s

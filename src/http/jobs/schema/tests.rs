@@ -166,26 +166,39 @@ fn the_documented_result_is_the_protocols_result() {
         )],
         resource_usage: ResourceUsage::default(),
     });
-    let out = JobOut {
+    let without = JobOut {
         result,
         execution_id: uuid::Uuid::nil(),
         validation: Vec::new(),
         policy: Some("strict".into()),
         events: Some(a_command_event()),
+        network_operations: None,
+        network_summary: None,
     };
-    let written = serde_json::to_value(&out).expect("json");
+    let written = serde_json::to_value(&without).expect("json");
     assert_eq!(
         written["steps"][0]["events"]["processes"][0]["argv"][0],
         "ls"
     );
     assert!(written["steps"][1].get("events").is_none(), "{written}");
-    let doc: JobOutDoc =
-        serde_json::from_value(written.clone()).expect("the documented shape reads it");
-    assert_eq!(
-        serde_json::to_value(&doc).expect("json"),
-        written,
-        "no field is lost"
-    );
+    let with_network = JobOut {
+        network_operations: Some(vec![json!({"type": "dns_query", "domain": "pypi.org"})]),
+        network_summary: Some(crate::domain::network::NetworkSummary {
+            dns_queries: 1,
+            ..Default::default()
+        }),
+        ..without.clone()
+    };
+    for out in [without, with_network] {
+        let written = serde_json::to_value(&out).expect("json");
+        let doc: JobOutDoc =
+            serde_json::from_value(written.clone()).expect("the documented shape reads it");
+        assert_eq!(
+            serde_json::to_value(&doc).expect("json"),
+            written,
+            "no field is lost"
+        );
+    }
     let example: JobOutDoc = serde_json::from_value(example_result()).expect("the example reads");
     assert_eq!(
         serde_json::to_value(&example).expect("json"),
