@@ -16,6 +16,7 @@ mod call;
 mod facts;
 mod flow;
 mod fold;
+mod loops;
 mod matching;
 mod names;
 mod ops;
