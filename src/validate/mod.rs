@@ -53,7 +53,7 @@ impl Default for ValidationConfig {
 fn parse_text(language: Language, text: &str) -> std::borrow::Cow<'_, str> {
     match language {
         Language::Bash => syntax::bash::normalize(text),
-        Language::Python => std::borrow::Cow::Borrowed(text),
+        Language::Python => syntax::python::brackets::normalize(text),
     }
 }
 

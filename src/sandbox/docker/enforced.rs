@@ -230,10 +230,15 @@ mod tests {
     use super::*;
 
     fn enforcement(cap: u32) -> Enforcement {
-        let policies = crate::policy::Policies::load(&crate::policy::PolicySettings::default())
-            .expect("built-in policies load");
+        // a small policy of its own: the sandbox layer may not read the service's policies
+        let policy = scriptgate_policy::WirePolicy::from_json(
+            r#"{"version": 1, "name": "t",
+                "file_rules": [{"name": "all", "paths": ["/**"], "operations": ["*"], "decision": "allow"}],
+                "network_rules": [], "command_rules": []}"#,
+        )
+        .expect("a wire policy");
         Enforcement {
-            policy: policies.get("default").expect("default").policy.wire(),
+            policy,
             event_cap: cap,
             approval_timeout: Duration::from_secs(1),
             approvals: None,

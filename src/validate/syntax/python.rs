@@ -13,6 +13,7 @@
 
 use tree_sitter::{Node, TreeCursor};
 
+pub mod brackets;
 mod escapes;
 pub mod forms;
 mod indent;
