@@ -2,7 +2,8 @@
 //! engine over HTTP: a Bash script whose command an `approve` rule holds waits for an operator
 //! before the run; once approved, its `execve` of exactly that command line runs (reported as
 //! `log`, rule `approved-before-run`) while another argument list of the same program, only known
-//! at run time, is still held inside the run.
+//! at run time, is still held inside the run. Both sandbox calls carry it: a plain script run and
+//! a script run with `files` (the job path).
 //!
 //! Runs the image under test (`RUNNER_IMAGE_UNDER_TEST`), whose supervisor enforces policies.
 
@@ -52,9 +53,27 @@ async fn first_held_operation(s: &Service) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_command_approved_before_the_run_is_not_held_again_another_argv_still_is() {
+    approved_then_run(
+        json!({"script_type": "bash", "timeout": 60, "policy": "askfirst",
+        "script_content": SCRIPT}),
+    )
+    .await;
+}
+
+/// The same through the job path (a script run with `files`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_script_with_files_approved_before_the_run_is_not_held_again() {
+    approved_then_run(
+        json!({"script_type": "bash", "timeout": 60, "policy": "askfirst",
+        "script_content": SCRIPT, "files": [{"path": "note.txt", "content": "x"}]}),
+    )
+    .await;
+}
+
+/// Submits `body` (running [`SCRIPT`]), approves it before the run, refuses the second `uname`
+/// held inside the run, and checks what the result shows.
+async fn approved_then_run(body: Value) {
     let s = Service::start(policies).await;
-    let body = json!({"script_type": "bash", "timeout": 60, "policy": "askfirst",
-        "script_content": SCRIPT});
     let (status, held) = s.post("/v1/execute", &body).await;
     assert_eq!(status, 202, "{held}");
     assert_eq!(held["status"], "pending_approval", "{held}");
