@@ -67,6 +67,7 @@ impl Bench {
                     approval_timeout: Duration::from_secs(1),
                     approvals: None,
                     live: None,
+                    approved_commands: Vec::new(),
                 };
                 lease.run_enforced(spec, enforcement).await.outcome
             }

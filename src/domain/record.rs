@@ -236,6 +236,11 @@ pub struct PolicyCheck {
     /// Where in the script (1-based; 0 for a file).
     pub line: u32,
     pub column: u32,
+    /// A held (`approve`) command's argument vector (`[name, args…]`), when every word of it is
+    /// known before the run: once an operator approves the run, its `execve` of exactly this line
+    /// is not held again at run time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
 }
 
 pub fn sha256_hex(text: &str) -> String {

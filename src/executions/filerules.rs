@@ -104,6 +104,7 @@ pub(super) fn review_files(
             message: verdict.message().map(|m| m.to_string()),
             line: 0,
             column: 0,
+            argv: None,
         };
         review.add(check, name);
     }

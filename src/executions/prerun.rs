@@ -76,6 +76,8 @@ pub(crate) fn review(
             message: rendered(&decided),
             line: command.line,
             column: command.column,
+            // What an operator approves is not asked again at run time (`approved_commands`).
+            argv: (command.constant && decided.decision == Decision::Approve).then(|| argv.clone()),
         };
         review.add(check, name);
     }
@@ -114,6 +116,7 @@ fn raise_findings(policy: &CompiledPolicy, name: &str, verdict: &mut Verdict, re
             message: rendered(&raised),
             line: finding.line,
             column: finding.column,
+            argv: None,
         };
         review.add(check, name);
     }
@@ -205,6 +208,25 @@ mod tests {
             [
                 ("rm -f /tmp/a", Decision::Log, None),
                 ("curl -s x", Decision::Approve, Some("fetch with curl?")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_held_command_keeps_its_argv_only_when_every_word_is_known_before_the_run() {
+        let p = policy(COMMANDS);
+        let (review, _) = reviewed(
+            &p,
+            Language::Bash,
+            "curl -s 'http://x/a b'\ncurl \"$(tr s r <<< -s)\"\n",
+        );
+        let argvs: Vec<Option<Vec<String>>> =
+            review.checks.iter().map(|c| c.argv.clone()).collect();
+        assert_eq!(
+            argvs,
+            [
+                Some(vec!["curl".into(), "-s".into(), "http://x/a b".into()]),
+                None
             ]
         );
     }

@@ -8,15 +8,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use scriptgate_policy::CompiledPolicy;
 use scriptgate_policy::events::Events;
+use scriptgate_policy::{CompiledPolicy, Decision};
 
 use tokio::sync::broadcast;
 
 use super::Executions;
 use super::live::{self, LiveEvent};
 use crate::auth::Caller;
-use crate::domain::record::ExecutionRecord;
+use crate::domain::record::{Decision as OperatorDecision, ExecutionRecord, PolicyCheckKind};
 pub(crate) use crate::policy::PolicyChoiceError;
 use crate::policy::{Chooser, Policies};
 use crate::sandbox::job::JobError;
@@ -70,8 +70,27 @@ impl RunPolicies {
             approval_timeout: Duration::from_secs(settings.approval_timeout_secs),
             approvals: None,
             live: None,
+            approved_commands: Vec::new(),
         })
     }
+}
+
+/// The command lines of `rec` an operator approved before the run: its `command` checks that
+/// held it (`approve`) with an argument vector known before the run, once the run's approval
+/// says `approve`. At run time their `execve` is not held again.
+fn approved_commands(rec: &ExecutionRecord) -> Vec<Vec<String>> {
+    let approved = rec
+        .approval
+        .as_ref()
+        .is_some_and(|a| a.decision == OperatorDecision::Approve);
+    if !approved {
+        return Vec::new();
+    }
+    rec.policy_checks
+        .iter()
+        .filter(|c| c.kind == PolicyCheckKind::Command && c.decision == Decision::Approve)
+        .filter_map(|c| c.argv.clone())
+        .collect()
 }
 
 impl Executions {
@@ -118,6 +137,7 @@ impl Executions {
             return Ok((RunOutcome::not_run(lease.execution_id(), reason), None));
         };
         enforcement.approvals = Some(asks);
+        enforcement.approved_commands = approved_commands(rec);
         let (policy_events, _) = broadcast::channel(LIVE_BUFFER);
         let _policy_events = live::bridge(policy_events.subscribe(), live, LiveEvent::Policy);
         enforcement.live = Some(policy_events);
@@ -161,6 +181,7 @@ impl Executions {
             return Ok(JobOutcome::not_run(&run, id, JobError::internal(reason)));
         };
         enforcement.approvals = Some(asks);
+        enforcement.approved_commands = approved_commands(rec);
         let (policy_events, _) = broadcast::channel(LIVE_BUFFER);
         let _policy_events = live::bridge(policy_events.subscribe(), live, LiveEvent::Policy);
         enforcement.live = Some(policy_events);

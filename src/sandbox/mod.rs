@@ -138,6 +138,9 @@ pub struct Enforcement {
     /// Where each event goes as the supervisor reports it (in batches of at most a few hundred
     /// milliseconds), for live streams; a slow receiver misses events, never slows the run.
     pub live: Option<broadcast::Sender<Event>>,
+    /// Command lines (`[name, args…]`) an operator approved before the run: their `execve` is not
+    /// held again (the supervisor reports it as `log`, rule `approved-before-run`).
+    pub approved_commands: Vec<Vec<String>>,
 }
 
 /// An operation held in the sandbox until `answer` is sent (or dropped: denied). The run's

@@ -58,6 +58,7 @@ impl Sessions {
             approval_timeout: Duration::from_secs(settings.approval_timeout_secs),
             approvals: None,
             live: Some(live.clone()),
+            approved_commands: Vec::new(),
         };
         Ok((enforcement, live))
     }

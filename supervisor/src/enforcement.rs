@@ -2,7 +2,8 @@
 //! it reports, and approvals (an operation held until the host answers).
 //!
 //! ```text
-//! host → supervisor   Job {…, enforce: {policy, event_cap, approval_timeout_ms}}   (the one job)
+//! host → supervisor   Job {…, enforce: {policy, event_cap, approval_timeout_ms,
+//!                              approved_commands?}}                          (the one job)
 //! supervisor → host   Events {events, omitted, summary?}    batched while the script runs; the
 //!                                                          last batch (with `summary`) comes
 //!                                                          before `Exit`
@@ -46,6 +47,12 @@ pub struct Enforce {
     pub event_cap: u32,
     /// How long a held operation waits for the host's decision before it fails (`EACCES`).
     pub approval_timeout_ms: u64,
+    /// Command lines an operator approved before the run (each `[name, args…]`, the name without
+    /// its directory): an `execve` of exactly one of them that `command_rules` would hold runs
+    /// instead, reported as `log` with the rule `approved-before-run`. Sent only when not empty,
+    /// so a job without any still reaches a supervisor that predates the field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approved_commands: Vec<Vec<String>>,
 }
 
 /// A batch of events (an `Events` frame).

@@ -8,6 +8,7 @@
 //!   prepares both).
 
 mod api;
+mod approved_commands;
 mod cli;
 mod compose;
 mod containment;

@@ -33,6 +33,7 @@ pub(super) fn job_field(e: &Enforcement) -> Result<Enforce, String> {
         policy: serde_json::to_value(&e.policy).map_err(|e| format!("the policy: {e}"))?,
         event_cap: e.event_cap,
         approval_timeout_ms: u64::try_from(e.approval_timeout.as_millis()).unwrap_or(u64::MAX),
+        approved_commands: e.approved_commands.clone(),
     })
 }
 
@@ -243,6 +244,7 @@ mod tests {
             approval_timeout: Duration::from_secs(1),
             approvals: None,
             live: None,
+            approved_commands: Vec::new(),
         }
     }
 

@@ -6,6 +6,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use scriptgate_policy::events::{FileOperationType, OperationType};
 use scriptgate_policy::{CompiledPolicy, Decision, Operation};
 
+use super::approved::Approved;
 use super::events::{self, EventLog, Judgement, Sink};
 use super::memory::Memory;
 use super::notify::{Errno, Listener, Notification, Reply, SysResult};
@@ -67,6 +68,7 @@ pub(crate) struct Cx<'a> {
     pub(crate) task: Task,
     pub(crate) listener: &'a Listener,
     pub(crate) policy: &'a CompiledPolicy,
+    pub(crate) approved: &'a Approved,
     pub(crate) log: &'a mut EventLog,
     pub(crate) sink: &'a dyn Sink,
     pub(crate) counters: &'a mut Counters,
@@ -78,6 +80,7 @@ impl<'a> Cx<'a> {
         notif: &'a Notification,
         listener: &'a Listener,
         policy: &'a CompiledPolicy,
+        approved: &'a Approved,
         log: &'a mut EventLog,
         sink: &'a dyn Sink,
         counters: &'a mut Counters,
@@ -87,6 +90,7 @@ impl<'a> Cx<'a> {
             task: Task::new(notif.tid),
             listener,
             policy,
+            approved,
             log,
             sink,
             counters,

@@ -1,5 +1,7 @@
 //! `execve` and `execveat`: decided on the program the supervisor finds (symlinks resolved) and
 //! the arguments it reads, against `command_rules` and the `exec` file rules; the stricter wins.
+//! A command line an operator approved before the run lifts only the `command_rules` hold on
+//! exactly that line (`approved`).
 //!
 //! An allowed exec must be continued (there is no way to execute on the process's behalf), so the
 //! kernel reads the path and the arguments again: a thread of the process that rewrites them in
@@ -62,6 +64,8 @@ pub(crate) fn execve(
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
     let by_command = Judgement::of(&cx.policy.decide_command(&program, &args));
+    // A line an operator approved before the run is not asked again (only a hold is lifted).
+    let by_command = cx.approved.apply(by_command, &program, &args);
     let by_file = cx.judge_file(&[Operation::Exec], program.as_bytes());
     let j = by_command.stricter(by_file);
     let shown = events::argv_text(&argv);

@@ -86,6 +86,7 @@
 //! for its floor; without it the job is refused ([`EnforceError::NoFloor`]). There is no weaker
 //! mode: a job that asks for a policy runs under it or not at all.
 
+mod approved;
 mod bpf;
 mod context;
 mod events;
@@ -111,6 +112,7 @@ use std::time::Duration;
 use scriptgate_policy::WirePolicy;
 use scriptgate_supervisor::enforcement::{ApprovalDecision, Enforce};
 
+use approved::Approved;
 pub(crate) use events::Sink;
 use floor::Floor;
 use monitor::{Control, Phase, Rules};
@@ -157,6 +159,7 @@ pub(crate) fn rules(enforce: &Enforce) -> Result<Rules, EnforceError> {
         policy: wire.compile()?,
         event_cap: enforce.event_cap,
         approval_timeout: Duration::from_millis(enforce.approval_timeout_ms),
+        approved: Approved::new(&enforce.approved_commands),
     })
 }
 

@@ -38,6 +38,8 @@ pub(crate) struct Rules {
     pub(crate) policy: CompiledPolicy,
     pub(crate) event_cap: u32,
     pub(crate) approval_timeout: Duration,
+    /// Command lines approved before the run (see `approved`).
+    pub(crate) approved: super::approved::Approved,
 }
 
 /// Which answers the monitor gives.
@@ -243,6 +245,7 @@ impl Monitor {
                 &n,
                 &self.listener,
                 &rules.policy,
+                &rules.approved,
                 log,
                 &*self.sink,
                 &mut self.counters,

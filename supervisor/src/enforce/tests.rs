@@ -74,6 +74,7 @@ fn enforce_request() -> Enforce {
         policy: serde_json::from_str(POLICY).expect("json"),
         event_cap: 1000,
         approval_timeout_ms: 2000,
+        approved_commands: Vec::new(),
     }
 }
 

@@ -105,7 +105,8 @@ async fn an_approve_command_holds_the_run_with_its_message_and_log_is_audited() 
             {"kind": "command", "target": "curl -s https://example.com/data", "decision": "approve",
              "rule": "fetch-needs-an-operator",
              "message": "curl -s https://example.com/data fetches from the network",
-             "line": 2, "column": 1},
+             "line": 2, "column": 1,
+             "argv": ["curl", "-s", "https://example.com/data"]},
         ]),
         "{pending}"
     );
@@ -508,7 +509,7 @@ async fn os_system_and_os_popen_command_lines_are_decided_before_the_run() {
         json!([{"kind": "command", "target": "curl -s https://example.com", "decision": "approve",
             "rule": "fetch-needs-an-operator",
             "message": "curl -s https://example.com fetches from the network",
-            "line": 2, "column": 17}]),
+            "line": 2, "column": 17, "argv": ["curl", "-s", "https://example.com"]}]),
         "{out}"
     );
     assert!(s.runner().ran().is_empty(), "nothing ran");

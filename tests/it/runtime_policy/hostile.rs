@@ -171,6 +171,7 @@ print(json.dumps({"ok": ok}))
                 approval_timeout: Duration::from_secs(60),
                 approvals: Some(tx),
                 live: None,
+                approved_commands: Vec::new(),
             },
         )
         .await;
@@ -210,6 +211,7 @@ print("done")
                 approval_timeout: Duration::from_secs(1),
                 approvals: None,
                 live: None,
+                approved_commands: Vec::new(),
             },
         )
         .await;

@@ -118,6 +118,7 @@ pub(super) async fn run(
         approval_timeout: Duration::from_millis(1500),
         approvals,
         live: None,
+        approved_commands: Vec::new(),
     };
     let spec = harness::vouched(language, script, timeout.as_secs()).spec;
     lease.run_enforced(spec, enforcement).await

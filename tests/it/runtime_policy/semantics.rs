@@ -321,6 +321,7 @@ command_rules:
                 approval_timeout: Duration::from_secs(10),
                 approvals: Some(tx),
                 live: None,
+                approved_commands: Vec::new(),
             },
         )
         .await;
