@@ -20,7 +20,9 @@ mod loops;
 mod matching;
 mod names;
 mod ops;
+
 pub use facts::{Binding, PyFacts};
+pub(crate) use ops::str_format;
 
 use super::grammar::{Grammar, text};
 use super::matcher::normalized;

@@ -309,7 +309,7 @@ impl<'a> PySem<'a> {
             "format" => {
                 let values: Option<Vec<String>> =
                     args.iter().map(|a| self.fold_at(*a, d)).collect();
-                str_format(&self.fold_at(object, d)?, &values?)
+                str_format(&self.fold_at(object, d)?, &values?, &[])
             }
             "fromhex" => decode_hex(&arg(0)?),
             _ => None,

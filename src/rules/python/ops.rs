@@ -73,12 +73,16 @@ pub(super) fn percent_format(template: &str, values: &[String]) -> Option<String
     values.next().is_none().then_some(out)
 }
 
-/// `template.format(*values)` for fields `{}` and `{N}` without conversion or format spec
-/// (`{{`/`}}` are literal braces); `None` for anything else (`{name}`, `{0!r}`, `{:>8}`).
-pub(super) fn str_format(template: &str, values: &[String]) -> Option<String> {
-    let mut out = String::new();
-    let mut next = 0;
+/// Python's `str.format` for plain fields (`{}`, `{N}`, `{name}`, `{{`/`}}`); `None` for anything
+/// it does not model (conversions, format specs, attributes).
+pub(crate) fn str_format(
+    template: &str,
+    positional: &[String],
+    named: &[(&str, String)],
+) -> Option<String> {
+    let mut out = String::with_capacity(template.len());
     let mut chars = template.chars().peekable();
+    let mut next = 0;
     while let Some(c) = chars.next() {
         match c {
             '{' if chars.peek() == Some(&'{') => {
@@ -97,13 +101,15 @@ pub(super) fn str_format(template: &str, values: &[String]) -> Option<String> {
                         c => field.push(c),
                     }
                 }
-                let index = if field.is_empty() {
+                let value = if field.is_empty() {
                     next += 1;
-                    next - 1
+                    positional.get(next - 1)?
+                } else if let Ok(i) = field.parse::<usize>() {
+                    positional.get(i)?
                 } else {
-                    field.parse::<usize>().ok()?
+                    &named.iter().find(|(n, _)| *n == field)?.1
                 };
-                out.push_str(values.get(index)?);
+                out.push_str(value);
             }
             '}' => return None,
             c => out.push(c),
@@ -117,16 +123,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn str_format_fills_positional_fields_only() {
-        let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(str_format("{}-{}", &v(&["a", "b"])).as_deref(), Some("a-b"));
+    fn str_format_follows_python() {
+        let pos = ["a".to_string(), "b".to_string()];
+        let named = [("x", "c".to_string())];
+        assert_eq!(str_format("{}-{}", &pos, &named).as_deref(), Some("a-b"));
         assert_eq!(
-            str_format("{1}{0}{{x}}", &v(&["a", "b"])).as_deref(),
-            Some("ba{x}")
+            str_format("{1}{0}{x}", &pos, &named).as_deref(),
+            Some("bac")
         );
-        assert_eq!(str_format("{name}", &v(&["a"])), None);
-        assert_eq!(str_format("{:>4}", &v(&["a"])), None);
-        assert_eq!(str_format("{2}", &v(&["a"])), None);
+        assert_eq!(str_format("{{}}{}", &pos, &named).as_deref(), Some("{}a"));
+        assert_eq!(
+            str_format("{:>8}", &pos, &named),
+            None,
+            "format specs are not modelled"
+        );
+        assert_eq!(str_format("{2}", &pos, &named), None, "missing argument");
+        assert_eq!(str_format("{", &pos, &named), None, "unclosed field");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use tree_sitter::Node;
 
 use crate::rules::matcher::Sem;
+use crate::rules::python::str_format;
 
 /// Python node kinds that may assemble a string.
 pub const PY_FOLD_KINDS: &[&str] = &["binary_operator", "concatenated_string", "string", "call"];
@@ -115,51 +116,7 @@ fn fold_format(node: Node<'_>, src: &str, sem: &Sem<'_>) -> Option<String> {
             positional.push(sem.fold(arg)?);
         }
     }
-    format_fields(&template, &positional, &named)
-}
-
-/// Python's `str.format` for plain fields; `None` for anything it does not model.
-fn format_fields(
-    template: &str,
-    positional: &[String],
-    named: &[(&str, String)],
-) -> Option<String> {
-    let mut out = String::with_capacity(template.len());
-    let mut chars = template.chars().peekable();
-    let mut next = 0;
-    while let Some(c) = chars.next() {
-        match c {
-            '{' if chars.peek() == Some(&'{') => {
-                chars.next();
-                out.push('{');
-            }
-            '}' if chars.peek() == Some(&'}') => {
-                chars.next();
-                out.push('}');
-            }
-            '{' => {
-                let mut field = String::new();
-                loop {
-                    match chars.next()? {
-                        '}' => break,
-                        c => field.push(c),
-                    }
-                }
-                let value = if field.is_empty() {
-                    next += 1;
-                    positional.get(next - 1)?
-                } else if let Ok(i) = field.parse::<usize>() {
-                    positional.get(i)?
-                } else {
-                    &named.iter().find(|(n, _)| *n == field)?.1
-                };
-                out.push_str(value);
-            }
-            '}' => return None,
-            c => out.push(c),
-        }
-    }
-    Some(out)
+    str_format(&template, &positional, &named)
 }
 
 /// The name an expression is assigned or passed to: `tok = …`, `f(token=…)`, `{"token": …}`,
@@ -178,31 +135,4 @@ fn assigned_name(node: Node<'_>, src: &str) -> Option<String> {
     }
     let name = src[name.byte_range()].trim_matches(['"', '\'']);
     (name.len() <= 64 && !name.contains('\n')).then(|| name.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::format_fields;
-
-    #[test]
-    fn format_fields_follow_str_format() {
-        let pos = ["a".to_string(), "b".to_string()];
-        let named = [("x", "c".to_string())];
-        assert_eq!(format_fields("{}-{}", &pos, &named).as_deref(), Some("a-b"));
-        assert_eq!(
-            format_fields("{1}{0}{x}", &pos, &named).as_deref(),
-            Some("bac")
-        );
-        assert_eq!(
-            format_fields("{{}}{}", &pos, &named).as_deref(),
-            Some("{}a")
-        );
-        assert_eq!(
-            format_fields("{:>8}", &pos, &named),
-            None,
-            "format specs are not modelled"
-        );
-        assert_eq!(format_fields("{2}", &pos, &named), None, "missing argument");
-        assert_eq!(format_fields("{", &pos, &named), None, "unclosed field");
-    }
 }
