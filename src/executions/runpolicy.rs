@@ -12,6 +12,7 @@ use scriptgate_policy::events::Events;
 use scriptgate_policy::{CompiledPolicy, Decision};
 
 use tokio::sync::broadcast;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::Executions;
 use super::live::{self, LiveEvent};
@@ -103,89 +104,114 @@ impl Executions {
         self.run_policies.choose(caller, requested)
     }
 
+    /// What a run needs around its sandbox call: network access through the egress proxy when
+    /// it opted in, and its policy's enforcement when it has one. Operations the policy or the
+    /// proxy hold are listed for operators, and both publish their events live, while the
+    /// returned guards live. `Err`: the proxy could not give the network, nothing may run.
+    async fn prepare(
+        &self,
+        rec: &ExecutionRecord,
+        lease: &mut Box<dyn Lease>,
+    ) -> Result<Prepared, String> {
+        let network = self.network_opted_in(rec);
+        let policy = rec.run.policy();
+        if policy.is_none() && !network {
+            return Ok(Prepared::plain());
+        }
+        let (asks, listed) = self.held.channel(rec.id, &rec.agent);
+        let (live, publishing) = self.live.publish(rec.id);
+        let network_events = if network {
+            let access = self.network_access(rec, asks.clone())?;
+            let events = lease
+                .open_network(access)
+                .await
+                .map_err(|e| e.to_string())?;
+            Some(live::bridge(events, live.clone(), LiveEvent::Egress))
+        } else {
+            None
+        };
+        let mut policy_events = None;
+        let enforcement = match policy {
+            None => Ok(None),
+            Some(name) => match self.run_policies.enforcement(name) {
+                None => Err(format!("the run's policy `{name}` is no longer configured")),
+                Some(mut enforcement) => {
+                    enforcement.approvals = Some(asks);
+                    enforcement.approved_commands = approved_commands(rec);
+                    let (tx, _) = broadcast::channel(LIVE_BUFFER);
+                    policy_events = Some(live::bridge(tx.subscribe(), live, LiveEvent::Policy));
+                    enforcement.live = Some(tx);
+                    Ok(Some(enforcement))
+                }
+            },
+        };
+        Ok(Prepared {
+            enforcement,
+            _guards: Some((listed, publishing, network_events, policy_events)),
+        })
+    }
+
     /// The sandbox call: under the run's policy when it has one, with the events it yields, and
     /// with network access when it opted in (`Err`: the proxy could not give it, the script did
-    /// not run). Operations the policy or the proxy hold are listed for operators while the run
-    /// lasts; both publish their events live.
+    /// not run). A policy no longer configured runs nothing.
     pub(super) async fn sandbox_call(
         &self,
         rec: &ExecutionRecord,
         mut lease: Box<dyn Lease>,
         spec: RunSpec,
     ) -> Result<(RunOutcome, Option<Events>), String> {
-        let network = self.network_opted_in(rec);
-        if rec.run.policy().is_none() && !network {
-            return Ok((lease.run(spec).await, None));
+        let prepared = self.prepare(rec, &mut lease).await?;
+        match prepared.enforcement {
+            Ok(None) => Ok((lease.run(spec).await, None)),
+            Ok(Some(enforcement)) => {
+                let enforced = lease.run_enforced(spec, enforcement).await;
+                Ok((enforced.outcome, enforced.events))
+            }
+            Err(reason) => Ok((RunOutcome::not_run(lease.execution_id(), reason), None)),
         }
-        let (asks, _listed) = self.held.channel(rec.id, &rec.agent);
-        let (live, _publishing) = self.live.publish(rec.id);
-        let _network_events = if network {
-            let access = self.network_access(rec, asks.clone())?;
-            let events = lease
-                .open_network(access)
-                .await
-                .map_err(|e| e.to_string())?;
-            Some(live::bridge(events, live.clone(), LiveEvent::Egress))
-        } else {
-            None
-        };
-        let Some(name) = rec.run.policy() else {
-            return Ok((lease.run(spec).await, None));
-        };
-        let Some(mut enforcement) = self.run_policies.enforcement(name) else {
-            let reason = format!("the run's policy `{name}` is no longer configured");
-            return Ok((RunOutcome::not_run(lease.execution_id(), reason), None));
-        };
-        enforcement.approvals = Some(asks);
-        enforcement.approved_commands = approved_commands(rec);
-        let (policy_events, _) = broadcast::channel(LIVE_BUFFER);
-        let _policy_events = live::bridge(policy_events.subscribe(), live, LiveEvent::Policy);
-        enforcement.live = Some(policy_events);
-        let enforced = lease.run_enforced(spec, enforcement).await;
-        Ok((enforced.outcome, enforced.events))
     }
 
-    /// The sandbox call of a job (or a script run with files): network access through the egress
-    /// proxy when it opted in, its `run_command` steps under the run's policy when it has one,
-    /// held operations listed for operators while the job lasts and events published live. A
-    /// policy no longer configured runs nothing; `Err` says why the proxy could not give the
-    /// network, and nothing ran.
+    /// The sandbox call of a job (or a script run with files), as [`Self::sandbox_call`]: its
+    /// `run_command` steps under the run's policy, network access when it opted in.
     pub(super) async fn job_call(
         &self,
         rec: &ExecutionRecord,
         mut lease: Box<dyn Lease>,
         run: JobRun,
     ) -> Result<JobOutcome, String> {
-        let network = self.network_opted_in(rec);
-        if rec.run.policy().is_none() && !network {
-            return Ok(lease.run_job(run).await);
+        let prepared = self.prepare(rec, &mut lease).await?;
+        match prepared.enforcement {
+            Ok(None) => Ok(lease.run_job(run).await),
+            Ok(Some(enforcement)) => Ok(lease.run_job(run.enforced(enforcement)).await),
+            Err(reason) => {
+                let id = lease.execution_id();
+                Ok(JobOutcome::not_run(&run, id, JobError::internal(reason)))
+            }
         }
-        let (asks, _listed) = self.held.channel(rec.id, &rec.agent);
-        let (live, _publishing) = self.live.publish(rec.id);
-        let _network_events = if network {
-            let access = self.network_access(rec, asks.clone())?;
-            let events = lease
-                .open_network(access)
-                .await
-                .map_err(|e| e.to_string())?;
-            Some(live::bridge(events, live.clone(), LiveEvent::Egress))
-        } else {
-            None
-        };
-        let Some(name) = rec.run.policy() else {
-            return Ok(lease.run_job(run).await);
-        };
-        let Some(mut enforcement) = self.run_policies.enforcement(name) else {
-            let reason = format!("the run's policy `{name}` is no longer configured");
-            let id = lease.execution_id();
-            return Ok(JobOutcome::not_run(&run, id, JobError::internal(reason)));
-        };
-        enforcement.approvals = Some(asks);
-        enforcement.approved_commands = approved_commands(rec);
-        let (policy_events, _) = broadcast::channel(LIVE_BUFFER);
-        let _policy_events = live::bridge(policy_events.subscribe(), live, LiveEvent::Policy);
-        enforcement.live = Some(policy_events);
-        Ok(lease.run_job(run.enforced(enforcement)).await)
+    }
+}
+
+/// A run's enforcement (`Err`: its policy is no longer configured) and the guards that keep its
+/// held operations listed and its events published while the run lasts.
+struct Prepared {
+    enforcement: Result<Option<Enforcement>, String>,
+    _guards: Option<Guards>,
+}
+
+/// Held operations listed, events published, proxy and policy events bridged to the live stream.
+type Guards = (
+    super::held::Forwarder,
+    super::live::Publishing,
+    Option<AbortOnDropHandle<()>>,
+    Option<AbortOnDropHandle<()>>,
+);
+
+impl Prepared {
+    fn plain() -> Self {
+        Prepared {
+            enforcement: Ok(None),
+            _guards: None,
+        }
     }
 }
 
