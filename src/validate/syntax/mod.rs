@@ -80,6 +80,25 @@ pub fn too_deep(positions: &Positions<'_>, node: Node<'_>) -> Finding {
     )
 }
 
+/// The messages the syntax layer gives a Python script (empty when it passes), for the checks'
+/// unit tests.
+#[cfg(test)]
+pub(crate) fn python_problems(src: &str) -> Vec<String> {
+    use crate::domain::script::{Language, Script};
+    use crate::rules::RuleSet;
+    use crate::validate::ValidationConfig;
+    static VALIDATOR: std::sync::LazyLock<Validator> = std::sync::LazyLock::new(|| {
+        Validator::new(
+            RuleSet::embedded().expect("rules compile"),
+            ValidationConfig::default(),
+        )
+    });
+    check(&VALIDATOR, &Script::new(Language::Python, src))
+        .into_iter()
+        .map(|f| f.message)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::check;

@@ -369,23 +369,10 @@ pub(super) fn declaration(statement: Node<'_>, src: &str) -> Option<Problem> {
 
 #[cfg(test)]
 mod tests {
-    use crate::domain::script::{Language, Script};
-    use crate::rules::RuleSet;
-    use crate::validate::{ValidationConfig, Validator};
-
     /// The messages the syntax layer gives `src` (empty when it passes); every row below was
     /// checked with CPython 3.11 `compile()`.
     fn problems(src: &str) -> Vec<String> {
-        static VALIDATOR: std::sync::LazyLock<Validator> = std::sync::LazyLock::new(|| {
-            Validator::new(
-                RuleSet::embedded().expect("rules compile"),
-                ValidationConfig::default(),
-            )
-        });
-        crate::validate::syntax::check(&VALIDATOR, &Script::new(Language::Python, src))
-            .into_iter()
-            .map(|f| f.message)
-            .collect()
+        crate::validate::syntax::python_problems(src)
     }
 
     #[test]

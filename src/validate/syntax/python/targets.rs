@@ -185,21 +185,10 @@ pub(super) fn as_target(node: Node<'_>) -> Option<Problem> {
 
 #[cfg(test)]
 mod tests {
-    use crate::domain::script::{Language, Script};
-    use crate::rules::RuleSet;
-    use crate::validate::{ValidationConfig, Validator};
-
     /// The first message the syntax layer gives `src`, if any.
     fn problem(src: &str) -> Option<String> {
-        static VALIDATOR: std::sync::LazyLock<Validator> = std::sync::LazyLock::new(|| {
-            Validator::new(
-                RuleSet::embedded().expect("rules compile"),
-                ValidationConfig::default(),
-            )
-        });
-        crate::validate::syntax::check(&VALIDATOR, &Script::new(Language::Python, src))
+        crate::validate::syntax::python_problems(src)
             .into_iter()
-            .map(|f| f.message)
             .next()
     }
 
