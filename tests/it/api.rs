@@ -138,3 +138,13 @@ pub mod session {
         exec(s, id, json!({"command": command, "timeout": 30})).await
     }
 }
+
+/// The entry `/v1/approvals` lists under `pending` for an execution (panics when it is not there).
+pub async fn pending_entry(s: &Service, execution_id: &str) -> Value {
+    let list = get_json(s, "/v1/approvals").await;
+    list["pending"]
+        .as_array()
+        .and_then(|p| p.iter().find(|e| e["execution_id"] == execution_id))
+        .unwrap_or_else(|| panic!("not listed: {list}"))
+        .clone()
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 use scriptgate::config::Config;
 use serde_json::{Value, json};
 
-use crate::api::{get, has};
+use crate::api::{get, has, pending_entry};
 use crate::harness::{self, Service};
 
 /// `uname` waits for an operator; everything else is allowed.
@@ -78,12 +78,7 @@ async fn approved_then_run(body: Value) {
     assert_eq!(status, 202, "{held}");
     assert_eq!(held["status"], "pending_approval", "{held}");
     let id = held["execution_id"].as_str().expect("id").to_string();
-    let (_, list) = get(&s, "/v1/approvals").await;
-    let pending = list["pending"]
-        .as_array()
-        .and_then(|p| p.iter().find(|e| e["execution_id"] == id.as_str()))
-        .unwrap_or_else(|| panic!("not listed: {list}"))
-        .clone();
+    let pending = pending_entry(&s, &id).await;
     let checks = &pending["policy_checks"];
     assert!(
         has(checks, |c| c["target"] == "uname -s"

@@ -14,7 +14,7 @@ use std::time::Duration;
 use scriptgate::config::Config;
 use serde_json::{Value, json};
 
-use crate::api::{audit_tail, get, has};
+use crate::api::{audit_tail, get, has, pending_entry};
 use crate::harness::{self, Service};
 
 /// Exec of `id` is denied, `date` is logged, writes to /workspace/locked.txt are denied, reading
@@ -549,11 +549,7 @@ async fn a_write_file_under_approve_holds_the_job_until_an_operator_approves_the
     assert_eq!(status, 202, "{held}");
     assert_eq!(held["status"], "pending_approval", "{held}");
     let id = held["execution_id"].as_str().expect("id").to_string();
-    let (_, list) = get(&s, "/v1/approvals").await;
-    let pending = list["pending"]
-        .as_array()
-        .and_then(|p| p.iter().find(|e| e["execution_id"] == id.as_str()))
-        .unwrap_or_else(|| panic!("not listed: {list}"));
+    let pending = pending_entry(&s, &id).await;
     assert!(
         has(&pending["policy_checks"], |c| c["kind"] == "file"
             && c["target"] == "write /workspace/deploy/app.yml"

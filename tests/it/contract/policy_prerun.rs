@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::api::{audit_tail, get_json};
+use crate::api::{audit_tail, get_json, pending_entry};
 use crate::fake::{Answer, FakeRunner};
 use crate::harness::Service;
 
@@ -92,11 +92,7 @@ async fn an_approve_command_holds_the_run_with_its_message_and_log_is_audited() 
     assert_eq!(status, 202, "{accepted}");
     assert_eq!(accepted["status"], "pending_approval");
     let id = accepted["execution_id"].as_str().expect("id").to_string();
-    let list = get_json(&s, "/v1/approvals").await;
-    let pending = list["pending"]
-        .as_array()
-        .and_then(|p| p.iter().find(|e| e["execution_id"] == id.as_str()))
-        .unwrap_or_else(|| panic!("not listed: {list}"));
+    let pending = pending_entry(&s, &id).await;
     assert_eq!(
         pending["policy_checks"],
         json!([
@@ -402,11 +398,7 @@ async fn approve_on_a_host_file_holds_the_run_and_log_is_audited_and_listed() {
     assert_eq!(status, 202, "{held}");
     assert_eq!(held["status"], "pending_approval", "{held}");
     let id = held["execution_id"].as_str().expect("id").to_string();
-    let list = get_json(&s, "/v1/approvals").await;
-    let pending = list["pending"]
-        .as_array()
-        .and_then(|p| p.iter().find(|e| e["execution_id"] == id.as_str()))
-        .unwrap_or_else(|| panic!("not listed: {list}"));
+    let pending = pending_entry(&s, &id).await;
     assert_eq!(
         pending["policy_checks"],
         json!([
