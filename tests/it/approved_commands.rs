@@ -23,6 +23,7 @@ file_rules:
   - {name: everything, paths: ["/**"], operations: ["*"], decision: allow}
 command_rules:
   - {name: ask-uname, commands: [uname], decision: approve, message: "{command} {args}?"}
+  - {name: ask-python, commands: [python3, python3.11], decision: approve}
   - {name: any-program, commands: ["*"], decision: allow}
 network_rules:
   - {name: no-network, decision: deny}
@@ -68,6 +69,37 @@ async fn a_script_with_files_approved_before_the_run_is_not_held_again() {
         "script_content": SCRIPT, "files": [{"path": "note.txt", "content": "x"}]}),
     )
     .await;
+}
+
+/// A name approved as the script wrote it (`python3`) runs the file its symlink leads to
+/// (`python3.11`, which the rule also names) without a second hold.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approved_name_reached_through_a_symlink_is_not_held_again() {
+    let s = Service::start(policies).await;
+    let body = json!({"script_type": "bash", "timeout": 20, "policy": "askfirst",
+        "script_content": "python3 -c 'print(6 * 7)'\n"});
+    let (status, held) = s.post("/v1/execute", &body).await;
+    assert_eq!(status, 202, "{held}");
+    let id = held["execution_id"].as_str().expect("id").to_string();
+    let (status, approved) = s
+        .post(
+            &format!("/v1/approvals/{id}"),
+            &json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!((status, approved["status"].clone()), (200, json!("queued")));
+    // Held again inside the run, it would wait until the run's deadline and fail.
+    let (status, done) = get(&s, &format!("/v1/executions/{id}?wait=60")).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["stdout"], "42\n", "{done}");
+    assert!(
+        has(&done["events"]["processes"], |p| p["argv"]
+            == json!(["python3", "-c", "print(6 * 7)"])
+            && p["decision"] == "log"
+            && p["rule"] == "approved-before-run"),
+        "{done}"
+    );
+    s.stop().await;
 }
 
 /// Submits `body` (running [`SCRIPT`]), approves it before the run, refuses the second `uname`
