@@ -243,6 +243,28 @@ pub struct PolicyCheck {
     pub argv: Option<Vec<String>>,
 }
 
+impl PolicyCheck {
+    /// A file check that let the work go on (`log`, or `approve` an operator granted), as the
+    /// event of a result's `file_operations`; `None` for other checks.
+    pub fn file_event(&self) -> Option<scriptgate_policy::events::FileEvent> {
+        if self.kind != PolicyCheckKind::File || self.decision == scriptgate_policy::Decision::Deny
+        {
+            return None;
+        }
+        let (operation, path) = self.target.split_once(' ')?;
+        Some(scriptgate_policy::events::FileEvent {
+            kind: operation
+                .parse::<scriptgate_policy::Operation>()
+                .ok()?
+                .into(),
+            path: path.to_string(),
+            bytes: None,
+            decision: self.decision,
+            rule: self.rule.clone(),
+        })
+    }
+}
+
 pub fn sha256_hex(text: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(text.as_bytes()))

@@ -116,17 +116,7 @@ pub(super) fn host_events(rec: &mut ExecutionRecord, cap: u32) {
     let seen: Vec<FileEvent> = rec
         .policy_checks
         .iter()
-        .filter(|c| c.kind == PolicyCheckKind::File && c.decision != Decision::Deny)
-        .filter_map(|c| {
-            let (operation, path) = c.target.split_once(' ')?;
-            Some(FileEvent {
-                kind: operation.parse::<Operation>().ok()?.into(),
-                path: path.to_string(),
-                bytes: None,
-                decision: c.decision,
-                rule: c.rule.clone(),
-            })
-        })
+        .filter_map(PolicyCheck::file_event)
         .collect();
     let Some(result) = rec.result.as_mut().filter(|_| !seen.is_empty()) else {
         return;

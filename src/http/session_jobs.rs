@@ -9,6 +9,7 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
+use scriptgate_policy::events::Events;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -33,32 +34,37 @@ pub(super) struct SessionJobOut {
     pub session_id: Uuid,
     /// The verdict on each program, file, diff or argument of the job that validation checked.
     pub validation: Vec<ContentVerdict>,
+    /// The session's policy's `log` decisions on the job's files, made before it ran
+    /// (`file_operations`, as `POST /v1/jobs` lists them on its execution); absent when there
+    /// are none. What its commands did is in each step's `events`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<Events>,
 }
 
 /// The files `work` writes, reads, patches, lists or returns, against the session's policy's
 /// `file_rules`, as `POST /v1/jobs` decides them under the job's: a `deny` is 403
 /// `policy_violation`; an `approve` is 403 `approval_required` (a session's job answers
 /// synchronously and is not held for an operator: `POST /v1/jobs` holds one); each `approve` and
-/// `log` is audited under the session. Its commands then run under the session's policy.
+/// `log` is audited under the session and comes back as an event for the result. Its commands
+/// then run under the session's policy.
 async fn session_policy_files(
     state: &AppState,
     caller: &Caller,
     session: &Session,
     work: &Work,
-) -> Result<(), ApiError> {
+) -> Result<Option<Events>, ApiError> {
     let (Work::Job(job), Some(policy)) = (work, session.policy.as_deref()) else {
-        return Ok(());
+        return Ok(None);
     };
     let under = Work::Job(JobWork {
         policy: Some(policy.to_string()),
         ..job.clone()
     });
     let checks = state.executions.policy_files(&under)?;
-    state
+    Ok(state
         .sessions
         .job_file_decisions(caller, session, &checks)
-        .await?;
-    Ok(())
+        .await?)
 }
 
 /// Run a job of the job protocol in the session's workspace and answer with its result.
@@ -70,7 +76,7 @@ async fn session_policy_files(
     params(("id" = Uuid, Path, description = "The session id")),
     request_body(content = jobs::schema::JobIn, description = "A job of the job protocol (1.x), as for `POST /v1/jobs`; it runs in the session's container (its profile), in its workspace. At most `sandbox.jobs.max_job_bytes`."),
     responses(
-        (status = 200, description = "The job's complete result, as `POST /v1/jobs` answers it, with `session_id` in place of `execution_id`. A job refused before it ran (a constraint, a deployment maximum, content that fails validation) is 200 with `status` `failure`, the offending step failed and every other step `skipped`. Artifacts carry their sha256; their files stay in the session.", body = serde_json::Value),
+        (status = 200, description = "The job's complete result, as `POST /v1/jobs` answers it, with `session_id` in place of `execution_id` and, when the session's policy logged any of its files before it ran, `events` (their `file_operations`). A job refused before it ran (a constraint, a deployment maximum, content that fails validation) is 200 with `status` `failure`, the offending step failed and every other step `skipped`. Artifacts carry their sha256; their files stay in the session.", body = serde_json::Value),
         (status = 400, description = "Not a well-formed job (`schema_error`).", body = ErrorBody),
         (status = 403, description = "The deployment's approval policy would hold this job (`approval_required`): run it with `POST /v1/jobs`; or the session's run-time policy denies one of its files (`policy_violation`: a `write_file`, `read_file`, `apply_unified_diff` or `list_tree` path, or an artifact glob). Under the session's policy its `run_command` steps run under that policy, each step's result carrying its `events`.", body = ErrorBody),
         (status = 404, description = "No such session (`session_not_found`).", body = ErrorBody),
@@ -96,13 +102,14 @@ pub(super) async fn run(
                 .into(),
         ));
     }
-    session_policy_files(&state, caller, &session, &work).await?;
+    let logged = session_policy_files(&state, caller, &session, &work).await?;
     let checked = state.executions.check(&work).await;
     let (verdict, contents) = (checked.verdict, checked.contents);
     let answer = |result: JobResult| SessionJobOut {
         result,
         session_id: id,
         validation: contents.clone(),
+        events: logged.clone(),
     };
     let run = match checked.outcome {
         Ok(Cleared::Job(run)) => run,

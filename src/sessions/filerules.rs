@@ -9,6 +9,7 @@
 //! not apply to what it removes with it (a policy that protects a subtree should deny `delete` on
 //! its parents too).
 
+use scriptgate_policy::events::{Event, Events};
 use scriptgate_policy::{Decision, Operation};
 use serde::Serialize;
 
@@ -91,15 +92,16 @@ impl Sessions {
 impl Sessions {
     /// The `approve` and `log` decisions of the session's policy on the files of a job in the
     /// session (`checks`, from `Executions::policy_files`): each is audited under the session; an
-    /// `approve` refuses the job (a session's job answers at once and is not held).
+    /// `approve` refuses the job (a session's job answers at once and is not held). The `log`
+    /// decisions come back as the events of the job's result (`None` when there are none).
     pub(crate) async fn job_file_decisions(
         &self,
         caller: &Caller,
         session: &Session,
         checks: &[PolicyCheck],
-    ) -> Result<(), SessionError> {
+    ) -> Result<Option<Events>, SessionError> {
         let Some(name) = session.policy.as_deref() else {
-            return Ok(());
+            return Ok(None);
         };
         let mut audit = Vec::new();
         let mut refused = None;
@@ -132,7 +134,18 @@ impl Sessions {
         {
             tracing::error!(session_id = %session.id, error = %e, "could not audit a job's file decision");
         }
-        refused.map_or(Ok(()), Err)
+        if let Some(refused) = refused {
+            return Err(refused);
+        }
+        let logged: Vec<_> = checks.iter().filter_map(PolicyCheck::file_event).collect();
+        if logged.is_empty() {
+            return Ok(None);
+        }
+        let mut events = Events::with_cap(self.policies.settings().event_cap as usize);
+        for event in logged {
+            events.push(Event::File(event));
+        }
+        Ok(Some(events))
     }
 }
 

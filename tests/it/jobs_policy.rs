@@ -357,11 +357,28 @@ async fn a_sessions_job_runs_under_the_sessions_policy() {
     let (status, out) = s.post(&format!("/v1/sessions/{id}/jobs"), &denied).await;
     assert_eq!(status, 403, "{out}");
     assert_eq!(out["error"]["type"], "policy_violation", "{out}");
+    // A `log` rule on one of its files: the job runs, and its result lists the decision.
+    job["steps"]
+        .as_array_mut()
+        .expect("steps")
+        .push(json!({"id": "note", "type": "write_file",
+            "arguments": {"path": "notes/n.txt", "content": "x"}}));
     let (status, result) = s.post(&format!("/v1/sessions/{id}/jobs"), &job).await;
     assert_eq!(status, 200, "{result}");
     let probe = &result["steps"][1];
     assert_eq!(probe["result"]["stdout"], "exec 13\nwrite 13\n", "{result}");
     assert_probe_events(&probe["events"]);
+    assert_eq!(result["steps"][2]["status"], "success", "{result}");
+    assert_eq!(
+        result["events"]["file_operations"],
+        json!([
+            {"type": "file_create", "path": "/workspace/notes/n.txt", "bytes": null,
+             "decision": "log", "rule": "noted"},
+            {"type": "file_write", "path": "/workspace/notes/n.txt", "bytes": null,
+             "decision": "log", "rule": "noted"},
+        ]),
+        "{result}"
+    );
     // The session serves commands after its job, still under its policy.
     let (status, after) = s
         .post(
