@@ -128,10 +128,14 @@ fn the_example_config_names_every_key_and_loads_as_the_defaults() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scriptgate.example.toml");
     let example = std::fs::read_to_string(path).expect("example config");
     let loaded = scriptgate::config::Config::load(Some(std::path::Path::new(path))).expect("loads");
-    let defaults = scriptgate::config::Config {
+    let mut defaults = scriptgate::config::Config {
         data_dir: loaded.data_dir.clone(), // derived from the file's location
         ..scriptgate::config::Config::default()
     };
+    // The environment overrides the file; the suite may run with this one set.
+    if std::env::var("SCRIPTGATE_POLICY__ENFORCE_DEFAULT").is_ok_and(|v| v == "true") {
+        defaults.policy.enforce_default = true;
+    }
     assert_eq!(loaded, defaults, "the example's values are the defaults");
 
     // Every key `config show` prints, plus the optional ones it omits when unset.

@@ -39,8 +39,12 @@ const CONCURRENCY: usize = 4;
 const HEALTH_HANG: Duration = Duration::from_secs(2);
 
 /// Every secret and dangerous-pattern rule off: only syntax and language checks remain.
+/// Validation off, and no run-time policy unless a case asks for one, whatever the suite's
+/// `enforce_default`: the container is the boundary and is proven by itself here (a policy on top
+/// answers first, with its own `EACCES`, and would hide whether the container holds).
 fn hostile(config: &mut Config) {
     config.validation.disabled_rules = vec!["*".into()];
+    harness::unenforced_by_default(config);
 }
 
 // ---------------------------------------------------------------------------------------------

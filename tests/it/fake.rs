@@ -9,6 +9,11 @@
 //! A job runs as a model of the agent: `write_file` keeps the file, `read_file` returns a kept
 //! one, `run_command` exits 0 without output unless its `args` hold `EXIT n`; artifacts are the
 //! kept files whose paths a pattern names exactly.
+//!
+//! Under a run-time policy the fake enforces nothing but reports as a sandbox that does: a script
+//! reports itself as one allowed process, a session command likewise (see [`FakeSession`]); a job
+//! runs as without one. [`FakeRunner::without_enforcement`] models a sandbox that cannot enforce
+//! (as under gVisor): runs, jobs and sessions with a policy are refused and nothing runs.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,8 +32,8 @@ use scriptgate::sandbox::sessions::{
     OutputStream, Ran, SessionBox, SessionFault, SessionSpec, ShellState,
 };
 use scriptgate::sandbox::{
-    ArtifactFile, CappedText, JobOutcome, JobRun, Lease, Readiness, RunOutcome, RunSpec, Runner,
-    SandboxError, SandboxStats, Timings, Usage,
+    ArtifactFile, CappedText, EnforceSummary, EnforcedOutcome, Enforcement, JobOutcome, JobRun,
+    Lease, Readiness, RunOutcome, RunSpec, Runner, SandboxError, SandboxStats, Timings, Usage,
 };
 use scriptgate_policy::Decision;
 use scriptgate_policy::events::{
@@ -72,7 +77,7 @@ pub struct FakeRunner {
     output_bytes: u64,
     /// The engine is "down" for every acquisition (and readiness says so).
     down: bool,
-    /// Sessions cannot be enforced (as under gVisor): one with a policy is refused.
+    /// Policies cannot be enforced (as under gVisor): a run, job or session with one is refused.
     no_enforcement: bool,
 }
 
@@ -110,7 +115,7 @@ impl FakeRunner {
         self
     }
 
-    /// Sessions with a policy are refused, as by a sandbox that cannot enforce one.
+    /// Runs, jobs and sessions with a policy are refused, as by a sandbox that cannot enforce one.
     pub fn without_enforcement(mut self) -> FakeRunner {
         self.no_enforcement = true;
         self
@@ -189,6 +194,7 @@ fn marked_exit(script: &str) -> i32 {
 #[derive(Debug)]
 struct FakeLease {
     id: uuid::Uuid,
+    language: Language,
     runner: Arc<FakeRunner>,
 }
 
@@ -205,7 +211,7 @@ pub struct Fake(pub Arc<FakeRunner>);
 impl Runner for Fake {
     fn acquire(
         &self,
-        _language: Language,
+        language: Language,
         execution_id: Option<uuid::Uuid>,
     ) -> BoxFuture<'_, Result<Box<dyn Lease>, SandboxError>> {
         Box::pin(async move {
@@ -216,6 +222,7 @@ impl Runner for Fake {
             self.0.leased.fetch_add(1, Ordering::SeqCst);
             Ok(Box::new(FakeLease {
                 id: execution_id.unwrap_or_else(uuid::Uuid::new_v4),
+                language,
                 runner: self.0.clone(),
             }) as Box<dyn Lease>)
         })
@@ -274,6 +281,25 @@ impl Runner for Fake {
     }
 }
 
+/// What a sandbox that cannot enforce a policy says (nothing ran).
+const CANNOT_ENFORCE: &str = "this sandbox cannot enforce a run-time policy";
+
+impl FakeLease {
+    /// Runs a script: records it, waits on `BLOCK`, answers as registered or marked.
+    async fn script(&self, spec: RunSpec) -> RunOutcome {
+        let script = spec.script().to_string();
+        self.runner
+            .ran
+            .lock()
+            .expect("ran lock")
+            .push(script.clone());
+        if script.contains("BLOCK") {
+            self.runner.release.notified().await;
+        }
+        self.runner.outcome(self.id, &script)
+    }
+}
+
 impl Lease for FakeLease {
     fn execution_id(&self) -> uuid::Uuid {
         self.id
@@ -284,24 +310,56 @@ impl Lease for FakeLease {
     }
 
     fn run(self: Box<Self>, spec: RunSpec) -> BoxFuture<'static, RunOutcome> {
+        Box::pin(async move { self.script(spec).await })
+    }
+
+    fn run_enforced(
+        self: Box<Self>,
+        spec: RunSpec,
+        enforcement: Enforcement,
+    ) -> BoxFuture<'static, EnforcedOutcome> {
         Box::pin(async move {
-            let script = spec.script().to_string();
-            self.runner
-                .ran
-                .lock()
-                .expect("ran lock")
-                .push(script.clone());
-            if script.contains("BLOCK") {
-                self.runner.release.notified().await;
+            if self.runner.no_enforcement {
+                return EnforcedOutcome {
+                    outcome: RunOutcome::not_run(self.id, CANNOT_ENFORCE.into()),
+                    events: None,
+                    summary: None,
+                };
             }
-            self.runner.outcome(self.id, &script)
+            // The script reports itself as one allowed process, published live before it runs.
+            let process = Event::Process(ProcessEvent {
+                pid: 2,
+                argv: vec![match self.language {
+                    Language::Python => "python3".into(),
+                    Language::Bash => "bash".into(),
+                }],
+                cwd: "/tmp".into(),
+                decision: Decision::Allow,
+                rule: None,
+            });
+            if let Some(live) = &enforcement.live {
+                let _ = live.send(process.clone());
+            }
+            let mut events = Events::with_cap(enforcement.event_cap as usize);
+            events.push(process);
+            let outcome = self.script(spec).await;
+            EnforcedOutcome {
+                outcome,
+                events: Some(events),
+                summary: Some(EnforceSummary {
+                    decided: 1,
+                    exec_floor: "none".into(),
+                    ..EnforceSummary::default()
+                }),
+            }
         })
     }
+
     fn run_job(self: Box<Self>, run: JobRun) -> BoxFuture<'static, JobOutcome> {
         Box::pin(async move {
-            if run.enforcement().is_some() {
-                // As for scripts: the fake cannot enforce a policy, so it runs nothing.
-                let error = JobError::internal("this sandbox cannot enforce a run-time policy");
+            if run.enforcement().is_some() && self.runner.no_enforcement {
+                // As for scripts: a sandbox that cannot enforce a policy runs nothing.
+                let error = JobError::internal(CANNOT_ENFORCE);
                 return JobOutcome::not_run(&run, self.id, error);
             }
             let job = run.job();

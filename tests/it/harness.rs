@@ -111,6 +111,12 @@ fn test_config(tweak: impl FnOnce(&mut Config)) -> Config {
     config
 }
 
+/// Runs that name no policy are not enforced, whatever the suite's `enforce_default`: for tests
+/// whose subject is what happens without a policy.
+pub fn unenforced_by_default(config: &mut Config) {
+    config.policy.enforce_default = false;
+}
+
 /// What a test's service starts with beyond [`test_config`]: policy files and changes to the
 /// configuration, in order; then [`Setup::start`] (the real engine) or [`Setup::fake`].
 #[derive(Default)]

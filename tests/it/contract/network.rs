@@ -20,7 +20,12 @@ network_rules:
 async fn service() -> Service {
     Service::setup()
         .policy("netbound", BOUND)
-        .config(|c| c.policy.default = "netbound".into())
+        .config(|c| {
+            c.policy.default = "netbound".into();
+            // The deployment default grants network only; it is not enforced on every run (the
+            // suite may run with `enforce_default` on, and this policy has no file rules).
+            c.policy.enforce_default = false;
+        })
         .fake(FakeRunner::new())
         .await
 }

@@ -1,6 +1,7 @@
 //! The `policy` field of execution requests and what results say about it: who may select which
 //! policy (403 `policy_not_allowed`), unknown names (`schema_error` naming the valid ones), which
-//! runs are enforced, a sandbox that cannot enforce (fail closed), and output secret redaction.
+//! runs are enforced (an enforced run carries `events`), a sandbox that cannot enforce (fail
+//! closed), and output secret redaction.
 
 use scriptgate::config::Config;
 use serde_json::{Value, json};
@@ -64,10 +65,12 @@ async fn a_token_may_select_only_the_policies_it_is_given() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["policy"], "audit");
-    assert!(
-        s.runner().ran().is_empty(),
-        "nothing ran: the fake sandbox cannot enforce"
+    assert_eq!(
+        body["events"]["processes"][0]["argv"],
+        json!(["python3"]),
+        "{body}"
     );
+    assert_eq!(s.runner().ran(), vec!["print(1)".to_string()]);
     s.stop().await;
 }
 
@@ -88,18 +91,36 @@ async fn without_authentication_an_unknown_policy_is_a_schema_error_naming_the_v
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_under_a_policy_with_files_or_artifacts_goes_to_the_sandbox_under_it() {
-    // The fake sandbox cannot enforce a policy (as gVisor cannot): such a run reaches it with
-    // the policy and nothing runs, the reason in the result.
-    let s = Service::fake(FakeRunner::new(), |_| {}).await;
-    for extra in [
+    let extras = [
         json!({"files": [{"path": "a.txt", "content": "x"}]}),
         json!({"artifacts": ["/workspace/out.txt"]}),
-    ] {
+    ];
+    let with = |extra: &Value| {
         let mut body = script("print(1)", Some("strict"));
         body.as_object_mut()
             .expect("object")
             .extend(extra.as_object().expect("object").clone());
-        let (status, out) = post(&s, "/v1/execute", None, body).await;
+        body
+    };
+    // A sandbox that enforces runs it (as a job) under the policy.
+    let s = Service::fake(FakeRunner::new(), |_| {}).await;
+    for extra in &extras {
+        let (status, out) = post(&s, "/v1/execute", None, with(extra)).await;
+        assert_eq!(status, 200, "{out}");
+        assert_eq!(out["policy"], "strict", "{out}");
+        assert_eq!(out["success"], true, "{out}");
+    }
+    assert_eq!(s.runner().jobs().len(), 2, "both ran");
+    s.stop().await;
+    // One that cannot (as gVisor cannot) gets it with the policy and runs nothing, the reason in
+    // the result.
+    let s = Service::fake(
+        FakeRunner::new().without_enforcement(),
+        harness::unenforced_by_default,
+    )
+    .await;
+    for extra in &extras {
+        let (status, out) = post(&s, "/v1/execute", None, with(extra)).await;
         assert_eq!(status, 200, "{out}");
         assert_eq!(out["policy"], "strict", "{out}");
         assert_eq!(out["error"]["type"], "internal_error", "{out}");
@@ -116,13 +137,18 @@ async fn a_run_under_a_policy_with_files_or_artifacts_goes_to_the_sandbox_under_
     body["files"] = json!([{"path": "a.txt", "content": "x"}]);
     let (status, out) = post(&s, "/v1/execute", None, body).await;
     assert_eq!(status, 200, "{out}");
+    assert_eq!(s.runner().jobs().len(), 1);
     s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_naming_no_policy_is_not_enforced_unless_its_token_or_the_deployment_says_so() {
     let runner = FakeRunner::new().answering("print(1)", Answer::prints("1\n"));
-    let s = Service::fake(runner, secured).await;
+    let s = Service::fake(runner, |c| {
+        secured(c);
+        harness::unenforced_by_default(c);
+    })
+    .await;
     let (status, body) = post(&s, "/v1/execute", Some(AGENT), script("print(1)", None)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
@@ -134,17 +160,17 @@ async fn a_run_naming_no_policy_is_not_enforced_unless_its_token_or_the_deployme
         "{body}"
     );
     assert_eq!(body["redacted"], false);
-    // ci-bot has a default of its own: enforced, and the fake sandbox cannot: fail closed.
+    // ci-bot has a default of its own: enforced (the run carries its events).
     let (status, body) = post(&s, "/v1/execute", Some(CI), script("print(1)", None)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["policy"], "strict");
-    assert_eq!(body["status"], "failed");
-    assert_eq!(body["error"]["type"], "internal_error");
+    assert_eq!(body["status"], "completed", "{body}");
     assert_eq!(
-        s.runner().ran(),
-        vec!["print(1)".to_string()],
-        "only the unenforced run ran"
+        body["events"]["processes"][0]["argv"],
+        json!(["python3"]),
+        "{body}"
     );
+    assert_eq!(s.runner().ran().len(), 2);
     // The stored record says the same.
     let id = body["execution_id"].as_str().expect("id");
     let stored: Value = s
@@ -163,7 +189,7 @@ async fn a_run_naming_no_policy_is_not_enforced_unless_its_token_or_the_deployme
     let s = Service::fake(FakeRunner::new(), |c| c.policy.enforce_default = true).await;
     let (_, body) = post(&s, "/v1/execute", None, script("print(2)", None)).await;
     assert_eq!(body["policy"], "default", "{body}");
-    assert!(s.runner().ran().is_empty());
+    assert!(body["events"]["processes"].is_array(), "{body}");
     s.stop().await;
 }
 
@@ -212,17 +238,11 @@ async fn a_job_gets_its_tokens_policy_too_and_never_runs_unenforced() {
     let job = json!({"protocol_version": "1.0", "steps": [
         {"id": "l", "type": "list_tree", "arguments": {"path": "/workspace"}}]});
     // ci-bot's default policy applies to its jobs as to its scripts.
-    // The fake cannot enforce it (as gVisor cannot): the job fails, nothing ran.
     let (status, body) = post(&s, "/v1/jobs", Some(CI), job.clone()).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["policy"], "strict", "{body}");
-    assert_eq!(body["status"], "failure", "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("cannot enforce a run-time policy")),
-        "{body}"
-    );
+    assert_eq!(body["status"], "success", "{body}");
+    assert_eq!(s.runner().jobs().len(), 1);
     // A policy the token may not select is 403 for jobs too.
     let mut named = job.clone();
     named["policy"] = json!("audit");
@@ -232,8 +252,23 @@ async fn a_job_gets_its_tokens_policy_too_and_never_runs_unenforced() {
         (403, json!("policy_not_allowed"))
     );
     // Without a policy the job goes to the sandbox as before.
-    let (status, body) = post(&s, "/v1/jobs", Some(AGENT), job).await;
+    let (status, body) = post(&s, "/v1/jobs", Some(AGENT), job.clone()).await;
     assert_eq!(status, 200, "{body}");
     assert!(body["execution_id"].is_string(), "{body}");
+    s.stop().await;
+
+    // A sandbox that cannot enforce it (as gVisor cannot): the job fails, nothing ran.
+    let s = Service::fake(FakeRunner::new().without_enforcement(), secured).await;
+    let (status, body) = post(&s, "/v1/jobs", Some(CI), job).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["policy"], "strict", "{body}");
+    assert_eq!(body["status"], "failure", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot enforce a run-time policy")),
+        "{body}"
+    );
+    assert!(s.runner().jobs().is_empty());
     s.stop().await;
 }

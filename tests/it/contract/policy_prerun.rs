@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::api::{audit_tail, get_json, pending_entry};
 use crate::fake::{Answer, FakeRunner};
-use crate::harness::Service;
+use crate::harness::{self, Service};
 
 /// `curl` waits for an operator, `rm` is logged, `pip install` is denied.
 const GATE: &str = r#"
@@ -27,8 +27,15 @@ network_rules:
   - {name: none, decision: deny}
 "#;
 
+/// A service whose sandbox cannot enforce a policy (as gVisor cannot): a run that passes the
+/// pre-run checks reaches it under its policy and fails closed, so "nothing ran unenforced" is
+/// visible in every test here.
 async fn service(runner: FakeRunner) -> Service {
-    Service::setup().policy("gate", GATE).fake(runner).await
+    Service::setup()
+        .policy("gate", GATE)
+        .config(harness::unenforced_by_default)
+        .fake(runner.without_enforcement())
+        .await
 }
 
 fn bash(text: &str, policy: &str) -> Value {
@@ -387,7 +394,7 @@ command_rules:
 async fn approve_on_a_host_file_holds_the_run_and_log_is_audited_and_listed() {
     let dir = tempfile::tempdir().expect("policies dir").keep();
     std::fs::write(dir.join("files.yml"), FILES).expect("policy file");
-    let s = Service::fake(FakeRunner::new(), move |c| {
+    let s = Service::fake(FakeRunner::new().without_enforcement(), move |c| {
         c.policy.policies_dir = Some(dir)
     })
     .await;

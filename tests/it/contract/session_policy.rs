@@ -25,7 +25,11 @@ async fn post(s: &Service, path: &str, body: Value) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_token_selects_only_its_policies_and_its_default_applies_unasked() {
-    let s = Service::fake(FakeRunner::new(), secured).await;
+    let s = Service::fake(FakeRunner::new(), |c| {
+        secured(c);
+        harness::unenforced_by_default(c);
+    })
+    .await;
     let (status, body) = call(
         &s,
         "POST",
@@ -140,7 +144,7 @@ async fn results_carry_events_and_the_history_pages_through_them() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_without_a_policy_has_no_events() {
-    let s = Service::fake(FakeRunner::new(), |_| {}).await;
+    let s = Service::fake(FakeRunner::new(), harness::unenforced_by_default).await;
     let id = create(&s, json!({})).await;
     let (_, result) = post(
         &s,
@@ -421,7 +425,11 @@ async fn the_files_api_answers_approval_required_for_an_approve_and_lets_a_log_t
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sandbox_that_cannot_enforce_refuses_a_session_with_a_policy() {
-    let s = Service::fake(FakeRunner::new().without_enforcement(), |_| {}).await;
+    let s = Service::fake(
+        FakeRunner::new().without_enforcement(),
+        harness::unenforced_by_default,
+    )
+    .await;
     let (status, body) = post(&s, "/v1/sessions", json!({"policy": "default"})).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["type"], "policy_unavailable", "{body}");
