@@ -3,7 +3,10 @@
 //! the proxy (the path a sandbox's client takes), and the throughput of a 100 MB download both
 //! ways (forwarded and through a CONNECT tunnel), through the forwarder as the supervisor runs it
 //! (the kernel's default socket buffers) and, for comparison in the same run, with 1 MiB socket
-//! buffers (`SOCKET_BUFFER`, an experiment that gave no consistent gain).
+//! buffers (`SOCKET_BUFFER`, an experiment that gave no consistent gain). Two rows place the
+//! cost: a CONNECT on the proxy's socket itself (the proxy without the forwarder), and a bare TCP
+//! relay with no proxy at all (what the one more loopback connection a sandbox's client makes to
+//! the forwarder costs by itself).
 //!
 //! Run: `cargo bench --bench egress`. No Docker, loopback only. Goals (issue 15): p50 overhead
 //! ≤ 1 ms, throughput ≥ 0.8× direct. Figures are printed, never asserted: the machine is shared,
@@ -180,6 +183,40 @@ async fn proxy(
     (proxy, egress, [ports[0], ports[1]], dir)
 }
 
+/// A bare TCP relay to `upstream` (one thread per direction copying through 256 KiB, no proxy):
+/// what one more loopback connection costs by itself, the hop a sandbox's client adds by
+/// reaching the forwarder over TCP.
+fn bare_relay(upstream: SocketAddr) -> SocketAddr {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener};
+    fn pump(mut from: std::net::TcpStream, mut to: std::net::TcpStream) {
+        let mut buf = vec![0u8; 256 * 1024];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 || to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(Shutdown::Write);
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind relay");
+    let addr = listener.local_addr().expect("relay address");
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let server = std::net::TcpStream::connect(upstream).expect("relay to upstream");
+            for s in [&client, &server] {
+                s.set_nodelay(true).expect("nodelay");
+            }
+            let (c2, s2) = (
+                client.try_clone().expect("clone"),
+                server.try_clone().expect("clone"),
+            );
+            std::thread::spawn(move || pump(client, server));
+            std::thread::spawn(move || pump(s2, c2));
+        }
+    });
+    addr
+}
+
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Stream for T {}
 
@@ -197,6 +234,7 @@ async fn main() {
     let (_proxy, egress, [forward, tuned], _dir) = proxy(port).await;
     let authority = format!("bench.test:{port}");
     let absolute = format!("http://{authority}/hello");
+    let relay = bare_relay(up.addr);
 
     let direct = latencies(up.addr, "/hello", &authority).await;
     let proxied = latencies(forward, &absolute, &authority).await;
@@ -206,9 +244,10 @@ async fn main() {
     // Rounds interleave the paths so that a busy moment of a shared machine hits them all.
     let bytes_target = format!("/bytes/{DOWNLOAD}");
     let absolute_bytes = format!("http://{authority}{bytes_target}");
-    let mut best = [0f64; 6];
+    let mut best = [0f64; 7];
     for _ in 0..DOWNLOAD_RUNS {
         let round = [
+            forwarded_download(relay, &bytes_target, &authority).await,
             forwarded_download(up.addr, &bytes_target, &authority).await,
             forwarded_download(forward, &absolute_bytes, &authority).await,
             tunnelled_download(&Entry::Forwarder(forward), &authority).await,
@@ -221,6 +260,7 @@ async fn main() {
         }
     }
     let [
+        relay_mbps,
         direct_mbps,
         proxied_mbps,
         tunnel_mbps,
@@ -269,6 +309,10 @@ async fn main() {
     println!(
         "| 100 MB download, CONNECT on the proxy's socket (no forwarder) | {direct_mbps:.0} MB/s | {socket_mbps:.0} MB/s | {:.2}× | |",
         socket_mbps / direct_mbps
+    );
+    println!(
+        "| 100 MB download through a bare TCP relay (no proxy, one more loopback hop) | {direct_mbps:.0} MB/s | {relay_mbps:.0} MB/s | {:.2}× | |",
+        relay_mbps / direct_mbps
     );
     println!();
     println!(

@@ -1,6 +1,7 @@
 //! The policy events of a session: `GET /v1/sessions/{id}/events` streams them as Server-Sent
 //! Events while its commands run (`?types=` keeps some kinds, as for executions), and
-//! `GET /v1/sessions/{id}/events/history` pages through those of the commands the session keeps.
+//! `GET /v1/sessions/{id}/events/history` pages through those of the commands the session keeps
+//! (the egress proxy's lookups and connections included, as `network`).
 
 use std::convert::Infallible;
 
@@ -15,7 +16,7 @@ use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
 use super::params::{IdParam, Query, page_limit};
 use super::sse::{BadEventsQuery, EventsQuery, Relay, kinds, relayed, respond};
-use crate::sessions::{EventEntry, EventPage};
+use crate::sessions::{EventEntry, EventPage, HistoryEvent};
 
 /// The most events one history page holds (and its default size).
 const MAX_PAGE: u64 = 1000;
@@ -85,7 +86,8 @@ pub(super) struct EventEntryOut {
     pub command_id: Uuid,
     /// `process`, `file`, `network` or `blocked`.
     pub kind: String,
-    /// The event as in a command's `events`.
+    /// The event as in a command's `events`; an event of the egress proxy (kind `network`) as in
+    /// a command's `network_operations` (`{"type": "dns_query" | "net_connect" | "net_limit", …}`).
     #[schema(value_type = Object)]
     pub event: serde_json::Value,
 }
@@ -93,9 +95,17 @@ pub(super) struct EventEntryOut {
 impl From<EventEntry> for EventEntryOut {
     fn from(e: EventEntry) -> Self {
         let kind = e.event.kind().to_string();
-        let event = match serde_json::to_value(&e.event) {
-            Ok(serde_json::Value::Object(mut tagged)) => tagged.remove("event").unwrap_or_default(),
-            _ => serde_json::Value::Null,
+        let event = match &e.event {
+            HistoryEvent::Policy(policy) => match serde_json::to_value(policy) {
+                Ok(serde_json::Value::Object(mut tagged)) => {
+                    tagged.remove("event").unwrap_or_default()
+                }
+                _ => serde_json::Value::Null,
+            },
+            // As the session's stream sends it: `{"type": "dns_query" | "net_connect" | …}`.
+            HistoryEvent::Egress(network) => {
+                serde_json::to_value(network).unwrap_or(serde_json::Value::Null)
+            }
         };
         EventEntryOut {
             command_id: e.command_id,
@@ -124,7 +134,8 @@ pub(super) struct EventHistoryOut {
     pub next_offset: Option<u64>,
     /// Events of the asked kinds in the whole history.
     pub total: u64,
-    /// What the caps left out of the commands' results (not in any page).
+    /// What the caps left out of the commands' results (not in any page); `network_operations`
+    /// adds the proxy's events past `egress.max_events`.
     pub omitted: OmittedOut,
     /// Commands the history holds (the newest `sessions.history_commands`).
     pub commands: u64,
@@ -152,7 +163,8 @@ impl EventHistoryOut {
 
 /// The policy events of the session's past commands (those its history keeps), oldest command
 /// first; within a command in its result's order (processes, file operations, network
-/// operations, blocked operations).
+/// operations, blocked operations), then the command's lookups and connections through the
+/// egress proxy (kind `network`, as on the session's stream).
 #[utoipa::path(
     get,
     path = "/v1/sessions/{id}/events/history",

@@ -1,6 +1,7 @@
-//! A session's policy events as clients read them: live while commands run (a subscription to
-//! what the sandbox reports), and the history of the commands the session still keeps, flattened
-//! into one paged list with the counts of what the caps left out.
+//! A session's policy and egress events as clients read them: live while commands run (a
+//! subscription to what the sandbox and the egress proxy report), and the history of the
+//! commands the session still keeps, flattened into one paged list with the counts of what the
+//! caps left out.
 
 use scriptgate_policy::events::{Event, Events};
 use tokio::sync::broadcast;
@@ -14,7 +15,26 @@ use crate::sandbox::egress::NetworkEvent;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct EventEntry {
     pub command_id: Uuid,
-    pub event: Event,
+    pub event: HistoryEvent,
+}
+
+/// An event of a command: what its run-time policy saw (the result's `events`), or a lookup or
+/// connection through the egress proxy (the result's `network_operations`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HistoryEvent {
+    Policy(Event),
+    Egress(NetworkEvent),
+}
+
+impl HistoryEvent {
+    /// `process`, `file`, `network` or `blocked`; the proxy's events are `network`, as on the
+    /// session's stream.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            HistoryEvent::Policy(e) => e.kind(),
+            HistoryEvent::Egress(_) => "network",
+        }
+    }
 }
 
 /// Events each list's cap left out, over the commands of the history.
@@ -64,7 +84,8 @@ impl Sessions {
 
     /// The page `offset`..`offset + limit` of the events of `kinds` in the session's history,
     /// oldest command first; within a command, in the result's order (processes, file
-    /// operations, network operations, blocked operations).
+    /// operations, network operations, blocked operations of the run-time policy, then the
+    /// lookups and connections through the egress proxy).
     pub(crate) fn event_history(
         &self,
         caller: &Caller,
@@ -82,11 +103,22 @@ impl Sessions {
             commands: commands.len() as u64,
         };
         for command in &commands {
-            let Some(events) = command.snapshot().events else {
-                continue;
-            };
-            count_omitted(&mut page.omitted, &events);
-            for event in flatten(&events) {
+            let record = command.snapshot();
+            let mut events = Vec::new();
+            if let Some(policy) = &record.events {
+                count_omitted(&mut page.omitted, policy);
+                events.extend(flatten(policy).into_iter().map(HistoryEvent::Policy));
+            }
+            if let Some(network) = record.network {
+                page.omitted.network_operations += network.network_summary.events_dropped;
+                events.extend(
+                    network
+                        .network_operations
+                        .into_iter()
+                        .map(HistoryEvent::Egress),
+                );
+            }
+            for event in events {
                 if !kinds.contains(&event.kind()) {
                     continue;
                 }

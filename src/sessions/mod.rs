@@ -31,7 +31,7 @@ mod words;
 
 pub(crate) use caps::NewSession;
 pub(crate) use command::{ExecRequest, Mode, Started};
-pub(crate) use events::{EventEntry, EventPage};
+pub(crate) use events::{EventEntry, EventPage, HistoryEvent};
 pub(crate) use files::{FileBody, FileFailure};
 pub(crate) use held::HeldOperation;
 pub(crate) use network::SessionNetwork;

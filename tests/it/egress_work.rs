@@ -274,6 +274,45 @@ async fn a_session_s_commands_share_its_network_and_its_byte_budget() {
     );
     assert_eq!(limit[0]["limit"], "session_bytes", "{after}");
 
+    // The history keeps the proxy's events too, under the command that made them.
+    let (status, history) = get(
+        &s,
+        &format!("/v1/sessions/{id}/events/history?types=network"),
+    )
+    .await;
+    assert_eq!(status, 200, "{history}");
+    let entries = history["events"].as_array().expect("events");
+    let of = |command: &Value, kind: &str| -> Vec<&Value> {
+        entries
+            .iter()
+            .filter(|e| e["command_id"] == command["command_id"] && e["event"]["type"] == kind)
+            .map(|e| &e["event"])
+            .collect()
+    };
+    assert!(entries.iter().all(|e| e["kind"] == "network"), "{history}");
+    assert_eq!(
+        of(&first, "dns_query"),
+        ops(&first, "dns_query"),
+        "{history}"
+    );
+    assert_eq!(
+        of(&first, "net_connect"),
+        ops(&first, "net_connect"),
+        "{history}"
+    );
+    assert_eq!(
+        of(&denied, "net_connect"),
+        ops(&denied, "net_connect"),
+        "{history}"
+    );
+    assert_eq!(
+        of(&cut, "net_connect"),
+        ops(&cut, "net_connect"),
+        "{history}"
+    );
+    assert_eq!(of(&after, "net_limit"), limit, "{history}");
+    assert_eq!(history["total"], entries.len(), "{history}");
+
     let status = s
         .client
         .delete(format!("{}/v1/sessions/{id}", s.url))
