@@ -1,5 +1,5 @@
 //! The in-container end of the egress path: listens on `127.0.0.1:3128` (and `[::1]:3128` when
-//! loopback has IPv6) inside a `network: none` container and splices each TCP connection to the
+//! loopback has IPv6) inside a `network: none` container and relays (copies) each TCP connection to the
 //! egress proxy's Unix socket, bind-mounted read-only at [`CONTAINER_SOCKET_DIR`].
 //!
 //! Proxy-aware clients (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`) need a `host:port`, never a
@@ -11,7 +11,7 @@
 //! gone (socket missing or refusing), a client gets a `502` text at once and the connection
 //! closes: a run never hangs on a dead proxy.
 //!
-//! One file (past 500 lines with its tests): the listener, the splice loop and the 502 answer are
+//! One file (past 500 lines with its tests): the listener, the copy loop and the 502 answer are
 //! one `poll(2)` state machine.
 
 use std::io::{self, Read, Write};
