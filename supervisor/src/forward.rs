@@ -1,6 +1,6 @@
 //! The in-container end of the egress path: listens on `127.0.0.1:3128` (and `[::1]:3128` when
-//! loopback has IPv6) inside a `network: none` container and relays (copies) each TCP connection to the
-//! egress proxy's Unix socket, bind-mounted read-only at [`CONTAINER_SOCKET_DIR`].
+//! loopback has IPv6) inside a `network: none` container and relays (copies) each TCP connection
+//! to the egress proxy's Unix socket, bind-mounted read-only at [`CONTAINER_SOCKET_DIR`].
 //!
 //! Proxy-aware clients (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`) need a `host:port`, never a
 //! socket path: this is that port. It is convenience, not a boundary: the socket is the only way
