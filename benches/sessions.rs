@@ -1,6 +1,7 @@
 //! Persistent sessions over HTTP: session create p50, command overhead p50/p95 for `true` and
-//! `print(1)` in a session beside a warm one-shot `/v1/execute`, and what idle sessions cost the
-//! service (memory per session, CPU), all in one run on this machine.
+//! `print(1)` in a session (without and under the `default` run-time policy) beside a warm one-shot
+//! `/v1/execute`, and what idle sessions cost the service (memory per session, CPU), all in one
+//! run on this machine.
 //!
 //! Run: `cargo bench --bench sessions` (needs the Docker engine and the runner image;
 //! `BENCH_COMMANDS`, `BENCH_CREATES` and `BENCH_IDLE_SESSIONS` change the sample sizes).
@@ -72,7 +73,11 @@ impl Service {
     }
 
     async fn create(&self) -> (Duration, String) {
-        let (took, out) = self.call("POST", "/v1/sessions", Some(json!({}))).await;
+        self.create_with(json!({})).await
+    }
+
+    async fn create_with(&self, body: Value) -> (Duration, String) {
+        let (took, out) = self.call("POST", "/v1/sessions", Some(body)).await;
         let id = out["session_id"]
             .as_str()
             .unwrap_or_else(|| panic!("no session: {out}"))
@@ -198,6 +203,18 @@ async fn main() {
     let (true_p50, true_p95) = p50_p95(t);
     let (print_p50, print_p95) = p50_p95(p);
 
+    // The same script in a session under the deployment's `default` run-time policy.
+    let (_, id) = s.create_with(json!({"policy": "default"})).await;
+    for _ in 0..5 {
+        s.exec(&id, &print).await;
+    }
+    let mut pp = Vec::new();
+    for _ in 0..commands {
+        pp.push(s.exec(&id, &print).await);
+    }
+    s.destroy(&id).await;
+    let (policy_p50, policy_p95) = p50_p95(pp);
+
     let shots = (commands / 5).max(10);
     let (bash_p50, bash_p95) = p50_p95(one_shot(&s, "bash", "true", shots).await);
     let (py_p50, py_p95) = p50_p95(one_shot(&s, "python", "print(1)", shots).await);
@@ -226,6 +243,11 @@ async fn main() {
         print_p50,
         print_p95,
     );
+    row(
+        "session command `print(1)`, `default` policy",
+        policy_p50,
+        policy_p95,
+    );
     row("one-shot warm /v1/execute bash `true`", bash_p50, bash_p95);
     row(
         "one-shot warm /v1/execute python `print(1)`",
@@ -241,6 +263,10 @@ async fn main() {
     println!(
         "  session `print(1)` / one-shot `print(1)`:     {:.2}",
         print_p50 / py_p50
+    );
+    println!(
+        "  session `print(1)` policy / no policy:        {:.2}",
+        policy_p50 / print_p50
     );
     println!(
         "  session create / one-shot warm python run:    {:.2}",
