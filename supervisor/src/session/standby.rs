@@ -304,6 +304,14 @@ impl Standby {
         if !self.wait_ready() {
             return Err("the standby interpreter did not start".into());
         }
+        // Killed while it waited (the out-of-memory killer): a command on it would end at once
+        // with its status, its script never run.
+        let mut status = 0;
+        // SAFETY: waitpid on our own child, writing into a local int.
+        if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } != 0 {
+            self.exited();
+            return Err("the standby interpreter exited".into());
+        }
         let mut enforcement = self.enforcement.take();
         if let Some(e) = &mut enforcement {
             // Before the command reaches the interpreter: its every call is decided.
