@@ -192,6 +192,43 @@ async fn python_commands_share_nothing_end_as_before_and_leave_nothing() {
     .await;
     assert_eq!(bash["stdout"], "0\n", "{bash}");
 
+    // A standby killed while it waits (from outside: no command runs beside it) is not used:
+    // the next Python command starts its own interpreter.
+    let uid = exec(&s, &id, python("import os\nprint(os.getuid())")).await["stdout"]
+        .as_str()
+        .expect("stdout")
+        .trim()
+        .to_string();
+    let container = harness::containers(&s.instance)
+        .await
+        .pop()
+        .expect("the session's container");
+    let killer = "for p in /proc/[0-9]*; do case $(tr '\\0' ' ' < $p/cmdline) in python3*) kill -9 ${p#/proc/} && echo killed;; esac; done";
+    let docker = std::process::Command::new("docker")
+        .args([
+            "exec",
+            "-u",
+            &format!("{uid}:{uid}"),
+            &container,
+            "sh",
+            "-c",
+            killer,
+        ])
+        .output()
+        .expect("docker exec");
+    assert_eq!(
+        String::from_utf8_lossy(&docker.stdout),
+        "killed\n",
+        "{}",
+        String::from_utf8_lossy(&docker.stderr)
+    );
+    let which = "import sys\nprint('os.environ.update(env)' in sys.orig_argv[-1])";
+    let after = exec(&s, &id, python(which)).await;
+    assert_eq!(after["stdout"], "False\n", "{after}");
+    // And the command after it has its standby again.
+    let again = exec(&s, &id, python(which)).await;
+    assert_eq!(again["stdout"], "True\n", "{again}");
+
     // The session's close removes its container with everything in it.
     let closed = s
         .client
