@@ -10,8 +10,9 @@
 //! host that attached again (a service restart) gets it back with `Resume`.
 //!
 //! While nothing runs, one Python interpreter waits for the next Python script command
-//! ([`standby`]): started after that cleanup, discarded before any other command or job starts,
-//! so no command's code ever runs beside it.
+//! ([`standby`]): started when the session is ready and once it idled [`STANDBY_IDLE`] after a
+//! command's cleanup, discarded before any other command or job starts, so no command's code
+//! ever runs beside it.
 //!
 //! A session with a run-time policy runs each command under it (`enforce`, one monitor thread
 //! per command, finished before the command's end is reported); the host's approval decisions
@@ -52,6 +53,11 @@ use standby::Standby;
 const EXPIRY_GRACE: Duration = Duration::from_secs(60);
 /// Output is read in chunks of at most this size.
 const BUF: usize = 64 * 1024;
+/// How long the session idles after a command before its next standby interpreter starts: a
+/// command sent at once (a client's sequence) would meet a standby still starting, killed at
+/// once for any other command, its start-up only taking CPU from the command; an agent's next
+/// command, seconds later, finds it ready.
+const STANDBY_IDLE: Duration = Duration::from_millis(20);
 
 pub(crate) fn json(value: &impl serde::Serialize) -> Result<Vec<u8>, String> {
     serde_json::to_vec(value).map_err(|e| e.to_string())
@@ -73,6 +79,8 @@ struct Session {
     sink: std::sync::Arc<dyn Sink>,
     /// The interpreter the next Python script command gets, started while the session idles.
     standby: Option<Standby>,
+    /// When the next standby starts, if the session still idles then.
+    standby_due: Option<Instant>,
 }
 
 /// Serves the session `open` until its end; `Err` when the host cannot be reached any more.
@@ -122,6 +130,7 @@ pub(crate) fn serve(
         enforce: open.enforce,
         sink: std::sync::Arc::new(HostSink),
         standby: None,
+        standby_due: None,
     };
     session.report(warnings)?;
     session.refresh_standby();
@@ -185,6 +194,9 @@ impl Session {
                 r.pollfds(&mut fds);
                 wake = wake.min(r.deadline);
             }
+            if let Some(due) = self.standby_due {
+                wake = wake.min(due);
+            }
             sys::poll_until(&mut fds, Some(wake))?;
             self.rt.sigchld.drain();
             if let Some(r) = &mut self.running {
@@ -201,6 +213,9 @@ impl Session {
                         s.exited();
                         self.standby = None;
                     }
+                }
+                if self.standby_due.is_some_and(|due| Instant::now() >= due) {
+                    self.refresh_standby();
                 }
             }
         }
@@ -260,12 +275,23 @@ impl Session {
             warnings,
         };
         emit_message(FrameKind::CommandEnd, &json(&end)?)?;
-        self.refresh_standby();
+        self.schedule_standby();
         Ok(())
+    }
+
+    /// Keeps a standby that fits the shell state, or starts one once the session idled for
+    /// [`STANDBY_IDLE`].
+    fn schedule_standby(&mut self) {
+        if self.standby.as_ref().is_some_and(|s| s.fits(&self.state)) {
+            return;
+        }
+        self.standby = None;
+        self.standby_due = Some(Instant::now() + STANDBY_IDLE);
     }
 
     /// Keeps a standby interpreter that fits the shell state, or starts one (see [`standby`]).
     fn refresh_standby(&mut self) {
+        self.standby_due = None;
         if self.standby.as_ref().is_some_and(|s| s.fits(&self.state)) {
             return;
         }
@@ -350,6 +376,7 @@ impl Session {
             sink: &self.sink,
         };
         let standby = self.standby.take();
+        self.standby_due = None;
         match start(standby, &exec, &self.state, &self.history, launch) {
             Ok(running) => {
                 self.running = Some(running);
@@ -376,7 +403,7 @@ impl Session {
                     warnings: vec![why],
                 };
                 emit_message(FrameKind::CommandEnd, &json(&end)?)?;
-                self.refresh_standby();
+                self.schedule_standby();
                 Ok(())
             }
         }
@@ -392,7 +419,7 @@ impl Session {
             env.remove(name);
         }
         self.state.env = env;
-        self.refresh_standby();
+        self.schedule_standby();
         self.report(warnings)
     }
 
@@ -403,6 +430,7 @@ impl Session {
         }
         // No command code beside a standby: the job's steps run in place of it.
         self.standby = None;
+        self.standby_due = None;
         let started_at = OffsetDateTime::now_utc();
         // Under the session's policy the agent reads the host's decisions while a step runs.
         if let Some(enforce) = &self.enforce {
@@ -426,7 +454,7 @@ impl Session {
             end,
         };
         emit_message(FrameKind::JobEnd, &json(&frame)?)?;
-        self.refresh_standby();
+        self.schedule_standby();
         Ok(())
     }
 
