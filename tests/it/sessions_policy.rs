@@ -121,6 +121,8 @@ async fn python_scripts_run_on_the_standby_under_the_policy_every_time() {
     let script = "import subprocess, sys\ntry:\n    open('/workspace/locked', 'w')\nexcept PermissionError as e:\n    print('denied', e.errno)\nprint(open('/workspace/free.txt', 'w').write('x'))\nsubprocess.run(['id', '-u'], stdout=subprocess.DEVNULL)\nprint('os.environ.update(env)' in sys.orig_argv[-1])\n";
     // Twice: the second runs on a standby started after the first, under a fresh enforcement.
     for _ in 0..2 {
+        // The standby starts once the session idled briefly.
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let out = exec(
             &s,
             &id,

@@ -41,7 +41,14 @@ print(json.dumps({
 }))
 "#;
 
+/// Lets the session idle long enough for its standby to start (it starts once the session idled
+/// 20 ms after a command; a command sent sooner starts its own interpreter).
+async fn idle() {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
 async fn probe(s: &Service, id: &str) -> Value {
+    idle().await;
     let out = exec(
         s,
         id,
@@ -127,6 +134,7 @@ async fn python_commands_share_nothing_end_as_before_and_leave_nothing() {
     )
     .await;
     assert_eq!(first["exit_code"], 0, "{first}");
+    idle().await;
     let second = exec(
         &s,
         &id,
@@ -139,6 +147,7 @@ async fn python_commands_share_nothing_end_as_before_and_leave_nothing() {
     assert_ne!(lines.next(), first["stdout"].as_str().map(str::trim_end));
 
     // Tracebacks name the script, exit codes are the script's.
+    idle().await;
     let failed = exec(&s, &id, python("x = 1\nraise ValueError('boom')")).await;
     assert_eq!(failed["exit_code"], 1, "{failed}");
     let err = failed["stderr"].as_str().expect("stderr");
@@ -153,6 +162,7 @@ async fn python_commands_share_nothing_end_as_before_and_leave_nothing() {
     assert_eq!(exited["exit_code"], 3, "{exited}");
 
     // Timeout and kill end the interpreter and what it started; the next one runs.
+    idle().await;
     let spin = exec(
         &s,
         &id,
@@ -160,6 +170,7 @@ async fn python_commands_share_nothing_end_as_before_and_leave_nothing() {
     )
     .await;
     assert_eq!(spin["error"]["type"], "timeout", "{spin}");
+    idle().await;
     let client = s.client.clone();
     let url = format!("{}/v1/sessions/{id}/exec", s.url);
     let running = tokio::spawn(async move {
@@ -195,8 +206,10 @@ async fn python_commands_share_nothing_end_as_before_and_leave_nothing() {
 
     // No interpreter waits beside a command, none is left of the ones before.
     let ps = "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()))";
+    idle().await;
     let seen = exec(&s, &id, python(ps)).await;
     assert_eq!(seen["stdout"], "[1]\n", "{seen}");
+    idle().await;
     let bash = line(
         &s,
         &id,
@@ -216,6 +229,7 @@ async fn python_commands_share_nothing_end_as_before_and_leave_nothing() {
         .await
         .pop()
         .expect("the session's container");
+    idle().await;
     let killer = "for p in /proc/[0-9]*; do case $(tr '\\0' ' ' < $p/cmdline) in *python3\\ -u\\ -c*) kill -9 ${p#/proc/} && echo killed;; esac; done";
     let docker = std::process::Command::new("docker")
         .args([
@@ -239,6 +253,7 @@ async fn python_commands_share_nothing_end_as_before_and_leave_nothing() {
     let after = exec(&s, &id, python(which)).await;
     assert_eq!(after["stdout"], "False\n", "{after}");
     // And the command after it has its standby again.
+    idle().await;
     let again = exec(&s, &id, python(which)).await;
     assert_eq!(again["stdout"], "True\n", "{again}");
 
