@@ -41,3 +41,4 @@ mod sessions_bad;
 mod sessions_cli;
 mod sessions_jobs;
 mod sessions_policy;
+mod sessions_python;

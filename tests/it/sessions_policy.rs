@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::api::session::{create, line};
+use crate::api::session::{create, exec, line};
 use crate::api::{audit_tail, first_held, get, has, post_in_background};
 use crate::harness::Service;
 
@@ -112,6 +112,46 @@ async fn a_denied_write_fails_in_the_command_and_shows_in_its_events_and_the_aud
             .all(|r| r["outcome"]["decision"] != "allow"),
         "{decisions:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn python_scripts_run_on_the_standby_under_the_policy_every_time() {
+    let s = service().await;
+    let id = create(&s, json!({"policy": "fence"})).await;
+    let script = "import subprocess, sys\ntry:\n    open('/workspace/locked', 'w')\nexcept PermissionError as e:\n    print('denied', e.errno)\nprint(open('/workspace/free.txt', 'w').write('x'))\nsubprocess.run(['id', '-u'], stdout=subprocess.DEVNULL)\nprint('os.environ.update(env)' in sys.orig_argv[-1])\n";
+    // Twice: the second runs on a standby started after the first, under a fresh enforcement.
+    for _ in 0..2 {
+        // The standby starts once the session idled briefly.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let out = exec(
+            &s,
+            &id,
+            json!({"script_content": script, "script_type": "python", "timeout": 30}),
+        )
+        .await;
+        assert_eq!(out["stdout"], "denied 13\n1\nTrue\n", "{out}");
+        let events = &out["events"];
+        assert!(
+            has(&events["blocked_operations"], |b| b["target"]
+                == "/workspace/locked"
+                && b["errno"] == 13
+                && b["rule"] == "locked"),
+            "{events}"
+        );
+        assert!(
+            has(&events["file_operations"], |f| f["path"]
+                == "/workspace/free.txt"
+                && f["decision"] == "allow"),
+            "{events}"
+        );
+        assert!(
+            has(&events["processes"], |p| p["argv"] == json!(["id", "-u"])
+                && p["decision"] == "log"
+                && p["rule"] == "logged-id"),
+            "{events}"
+        );
+    }
+    s.stop().await;
 }
 
 /// Reads `response` as Server-Sent Events until one named `name` arrives; its data.

@@ -7,11 +7,12 @@
 //! enforcement installed last between fork and exec (its own exec is the one call let through
 //! undecided, as for a one-shot Bash run); an argv goes through `bash -c 'exec "$@"'`, so the
 //! program it names is decided like any other.
+//!
+//! A Python script runs on the session's standby interpreter when it is usable ([`hand_over`],
+//! see [`standby`](super::standby)): the same process tree, pipes, deadline, kill and cleanup as a
+//! fresh one, only started before the command.
 
-use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt as _;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use scriptgate_supervisor::enforcement::{ApprovalDecision, Enforce};
@@ -22,6 +23,8 @@ use scriptgate_supervisor::{FrameKind, Usage};
 use uuid::Uuid;
 
 use super::shell::{self, MAX_REPORT, PROLOGUE_FD, REPORT_FD};
+use super::spawn::{Plan, spawn};
+use super::standby::{Handed, Standby};
 use crate::enforce::{self, ChildSide, Enforcement, Sink, Start};
 use crate::identity::Split;
 use crate::pipes::{Feed, Stream};
@@ -52,6 +55,7 @@ pub(crate) struct Running {
 }
 
 /// How a session starts its commands.
+#[derive(Clone, Copy)]
 pub(crate) struct Launch<'a> {
     pub(crate) split: Option<Split>,
     /// Bytes of each stream relayed.
@@ -69,18 +73,6 @@ pub(crate) struct Finished {
     pub(crate) duration: Duration,
     /// The state report of a command line (empty otherwise, or when it did not report).
     pub(crate) report: Vec<u8>,
-}
-
-/// What the child gets: its program, arguments and extra descriptors.
-struct Plan {
-    program: String,
-    arg0: Option<String>,
-    args: Vec<String>,
-    env: Vec<(String, String)>,
-    /// (descriptor in the child, the pipe end it gets).
-    fds: Vec<(RawFd, OwnedFd)>,
-    feeds: Vec<Feed>,
-    report: Option<OwnedFd>,
 }
 
 /// Starts `exec` in `state`; `Err` says why it could not start.
@@ -102,25 +94,80 @@ pub(crate) fn start(
     let oom_before = usage::measure(0, 0).oom_kills;
     let (pid, stdin, stdout, stderr) =
         spawn(plan.program.clone(), &plan, &state.cwd, launch.split, child)?;
-    let mut feeds = vec![Feed::new(Some(stdin), exec.stdin.as_bytes())];
-    feeds.extend(plan.feeds);
+    let handed = Handed {
+        pid,
+        stdin,
+        stdout,
+        stderr,
+        code: Feed::new(None, b""),
+        enforcement,
+    };
+    Ok(running(
+        exec,
+        handed,
+        plan.feeds,
+        plan.report,
+        launch.limit,
+        (cpu_before, oom_before),
+    ))
+}
+
+/// Starts the Python script `exec` on the session's standby interpreter (see [`standby`]);
+/// `Err` when it is not usable (it is gone then: start a fresh interpreter).
+///
+/// [`standby`]: super::standby
+pub(crate) fn hand_over(
+    exec: &Exec,
+    source: &str,
+    state: &ShellState,
+    standby: Standby,
+    launch: Launch<'_>,
+) -> Result<Running, String> {
+    // Before the standby is reaped, as a fresh interpreter's start-up counts in its command.
+    let cpu_before = sys::children_usage().0;
+    let oom_before = usage::measure(0, 0).oom_kills;
+    let handed = standby.hand_over(source, state, launch.enforce)?;
+    Ok(running(
+        exec,
+        handed,
+        Vec::new(),
+        None,
+        launch.limit,
+        (cpu_before, oom_before),
+    ))
+}
+
+/// The running command of `exec` on a started process; the feeds get their first bytes.
+fn running(
+    exec: &Exec,
+    handed: Handed,
+    extra: Vec<Feed>,
+    report: Option<OwnedFd>,
+    limit: u64,
+    (cpu_before, oom_before): (u64, u64),
+) -> Running {
+    let mut feeds = vec![
+        Feed::new(Some(handed.stdin), exec.stdin.as_bytes()),
+        handed.code,
+    ];
+    feeds.extend(extra);
     for feed in &mut feeds {
         feed.push();
     }
-    Ok(Running {
+    Running {
         id: exec.id,
-        pid,
+        pid: handed.pid,
         started: Instant::now(),
         deadline: Instant::now() + Duration::from_millis(exec.timeout_ms),
-        streams: [Stream::new(stdout), Stream::new(stderr)],
+        streams: [Stream::new(handed.stdout), Stream::new(handed.stderr)],
         totals: [0, 0],
         feeds,
-        report: plan.report.map(|fd| (fd, Vec::new())),
+        report: report.map(|fd| (fd, Vec::new())),
         cpu_before,
         oom_before,
-        limit: launch.limit,
-        enforcement,
-    })
+        limit,
+        enforcement: handed.enforcement,
+    }
 }
 
 /// Prepares the policy's enforcement of `plan`: its program named by its path (the launch's own
@@ -235,83 +282,6 @@ fn plan(exec: &Exec, state: &ShellState, history: &[String]) -> Result<Plan, Str
             }
         }
     })
-}
-
-type Spawned = (libc::pid_t, OwnedFd, OwnedFd, OwnedFd);
-
-fn spawn(
-    program: String,
-    plan: &Plan,
-    cwd: &str,
-    split: Option<Split>,
-    enforcement: Option<ChildSide>,
-) -> Result<Spawned, String> {
-    let (stdin_read, stdin_write) = sys::pipe()?;
-    let (stdout_read, stdout_write) = sys::pipe()?;
-    let (stderr_read, stderr_write) = sys::pipe()?;
-    let cwd = CString::new(cwd).map_err(|_| "the working directory has a NUL byte".to_string())?;
-    let fallback = c"/workspace";
-    let fds: Vec<(RawFd, RawFd)> = plan
-        .fds
-        .iter()
-        .map(|(target, fd)| (*target, fd.as_raw_fd()))
-        .collect();
-    let mut command = std::process::Command::new(&program);
-    if let Some(arg0) = &plan.arg0 {
-        command.arg0(arg0);
-    }
-    command
-        .args(&plan.args)
-        .env_clear()
-        .envs(plan.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::from(stdin_read))
-        .stdout(Stdio::from(stdout_write))
-        .stderr(Stdio::from(stderr_write));
-    // SAFETY: the closure runs between fork and exec and only makes system calls on integers and
-    // on strings prepared before the fork.
-    unsafe {
-        command.pre_exec(move || {
-            // Its own session: the command's processes can be told apart from the supervisor.
-            libc::setsid();
-            let path = c"/proc/self/oom_score_adj";
-            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd >= 0 {
-                libc::write(fd, b"1000".as_ptr().cast(), 4);
-                libc::close(fd);
-            }
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            for &(target, fd) in &fds {
-                if fd == target {
-                    libc::fcntl(fd, libc::F_SETFD, 0);
-                } else if libc::dup2(fd, target) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            if let Some(split) = split {
-                split.become_script()?;
-            }
-            // As the script's uid; a working directory that is gone leaves it in the workspace.
-            if libc::chdir(cwd.as_ptr()) != 0 {
-                libc::chdir(fallback.as_ptr());
-            }
-            // Last: every call after this one is decided by the supervisor.
-            if let Some(enforcement) = &enforcement {
-                enforcement.install()?;
-            }
-            Ok(())
-        });
-    }
-    let child = command
-        .spawn()
-        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
-    let pid = libc::pid_t::try_from(child.id()).map_err(|_| "pid out of range".to_string())?;
-    drop(child);
-    for fd in [&stdin_write, &stdout_read, &stderr_read] {
-        sys::set_nonblocking(fd)?;
-    }
-    Ok((pid, stdin_write, stdout_read, stderr_read))
 }
 
 impl Running {

@@ -9,6 +9,11 @@
 //! is the only long-lived process of the session. It holds the shell state ([`shell`]), so a
 //! host that attached again (a service restart) gets it back with `Resume`.
 //!
+//! While nothing runs, one Python interpreter waits for the next Python script command
+//! ([`standby`]): started when the session is ready and once it idled [`STANDBY_IDLE`] after a
+//! command's cleanup, discarded before any other command or job starts, so no command's code
+//! ever runs beside it.
+//!
 //! A session with a run-time policy runs each command under it (`enforce`, one monitor thread
 //! per command, finished before the command's end is reported); the host's approval decisions
 //! arrive as messages of this loop. A job in such a session runs its `run_command` steps under
@@ -18,6 +23,8 @@
 mod command;
 mod files;
 mod shell;
+mod spawn;
+mod standby;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -25,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use scriptgate_supervisor::enforcement::{ApprovalDecision, Enforce};
 use scriptgate_supervisor::sessions::{
     CommandEnd, Ended, Exec, ExecMode, Kill, LastCommand, OpenSession, Refused, Resume,
-    SessionState, SetEnv, ShellState, decode_file_request,
+    ScriptLanguage, SessionState, SetEnv, ShellState, decode_file_request,
 };
 use scriptgate_supervisor::{FrameKind, HostKind, JobEndFrame, PROTOCOL_VERSION, RunJob};
 use time::OffsetDateTime;
@@ -40,11 +47,17 @@ use crate::input::HostInput;
 use crate::sys::{self, SignalFd};
 use crate::{emit, emit_message};
 use command::Running;
+use standby::Standby;
 
 /// Beyond its expiry, how long a session whose host is gone keeps its container.
 const EXPIRY_GRACE: Duration = Duration::from_secs(60);
 /// Output is read in chunks of at most this size.
 const BUF: usize = 64 * 1024;
+/// How long the session idles after a command before its next standby interpreter starts: a
+/// command sent at once (a client's sequence) would meet a standby still starting, killed at
+/// once for any other command, its start-up only taking CPU from the command; an agent's next
+/// command, seconds later, finds it ready.
+const STANDBY_IDLE: Duration = Duration::from_millis(20);
 
 pub(crate) fn json(value: &impl serde::Serialize) -> Result<Vec<u8>, String> {
     serde_json::to_vec(value).map_err(|e| e.to_string())
@@ -64,6 +77,10 @@ struct Session {
     /// The run-time policy of every command, and where its events go.
     enforce: Option<Enforce>,
     sink: std::sync::Arc<dyn Sink>,
+    /// The interpreter the next Python script command gets, started while the session idles.
+    standby: Option<Standby>,
+    /// When the next standby starts, if the session still idles then.
+    standby_due: Option<Instant>,
 }
 
 /// Serves the session `open` until its end; `Err` when the host cannot be reached any more.
@@ -112,9 +129,41 @@ pub(crate) fn serve(
         expires: instant_of(open.expires_at_ms) + EXPIRY_GRACE,
         enforce: open.enforce,
         sink: std::sync::Arc::new(HostSink),
+        standby: None,
+        standby_due: None,
     };
     session.report(warnings)?;
+    session.refresh_standby();
     session.serve()
+}
+
+/// A command: a Python script on the standby interpreter when it is usable, anything else (and a
+/// Python script without a usable standby) started fresh, the standby discarded first.
+fn start(
+    standby: Option<Standby>,
+    exec: &Exec,
+    state: &ShellState,
+    history: &[String],
+    launch: command::Launch<'_>,
+) -> Result<Running, String> {
+    let source = match &exec.mode {
+        ExecMode::Script {
+            language: ScriptLanguage::Python,
+            source,
+        } => Some(source),
+        _ => None,
+    };
+    match (source, standby) {
+        (Some(source), Some(standby)) => {
+            match command::hand_over(exec, source, state, standby, launch) {
+                Ok(running) => return Ok(running),
+                Err(why) => eprintln!("scriptgate-supervisor: a fresh interpreter: {why}"),
+            }
+        }
+        // Killed (and reaped) before the command starts: nothing of it runs beside a standby.
+        (_, standby) => drop(standby),
+    }
+    command::start(exec, state, history, launch)
 }
 
 /// The instant of a Unix time in milliseconds (now when it has passed).
@@ -132,6 +181,7 @@ impl Session {
             self.check_running(&mut buf)?;
             if Instant::now() >= self.expires || self.input.closed() {
                 // The host is gone for good: nothing may outlive the session.
+                self.standby = None;
                 command::kill_everything();
                 return Ok(());
             }
@@ -144,6 +194,9 @@ impl Session {
                 r.pollfds(&mut fds);
                 wake = wake.min(r.deadline);
             }
+            if let Some(due) = self.standby_due {
+                wake = wake.min(due);
+            }
             sys::poll_until(&mut fds, Some(wake))?;
             self.rt.sigchld.drain();
             if let Some(r) = &mut self.running {
@@ -153,8 +206,17 @@ impl Session {
                 self.handle(kind, &message, &mut buf)?;
             }
             if self.running.is_none() {
-                // Nothing runs: reap what a file operation or job may have left.
-                while sys::reap_one().is_some() {}
+                // Nothing runs: reap what a file operation or job may have left (and a standby
+                // that exited on its own: it is not started again before the next command ends).
+                while let Some(r) = sys::reap_one() {
+                    if let Some(s) = self.standby.as_mut().filter(|s| s.pid() == Some(r.pid)) {
+                        s.exited();
+                        self.standby = None;
+                    }
+                }
+                if self.standby_due.is_some_and(|due| Instant::now() >= due) {
+                    self.refresh_standby();
+                }
             }
         }
     }
@@ -212,7 +274,37 @@ impl Session {
             state: self.state.clone(),
             warnings,
         };
-        emit_message(FrameKind::CommandEnd, &json(&end)?)
+        emit_message(FrameKind::CommandEnd, &json(&end)?)?;
+        self.schedule_standby();
+        Ok(())
+    }
+
+    /// Keeps a standby that fits the shell state, or starts one once the session idled for
+    /// [`STANDBY_IDLE`].
+    fn schedule_standby(&mut self) {
+        if self.standby.as_ref().is_some_and(|s| s.fits(&self.state)) {
+            return;
+        }
+        self.standby = None;
+        self.standby_due = Some(Instant::now() + STANDBY_IDLE);
+    }
+
+    /// Keeps a standby interpreter that fits the shell state, or starts one (see [`standby`]).
+    fn refresh_standby(&mut self) {
+        self.standby_due = None;
+        if self.standby.as_ref().is_some_and(|s| s.fits(&self.state)) {
+            return;
+        }
+        self.standby = None;
+        match Standby::start(
+            &self.state,
+            self.rt.split,
+            self.enforce.as_ref(),
+            &self.sink,
+        ) {
+            Ok(standby) => self.standby = standby,
+            Err(e) => eprintln!("scriptgate-supervisor: no standby interpreter: {e}"),
+        }
     }
 
     fn handle(&mut self, kind: u8, message: &[u8], buf: &mut [u8]) -> Result<(), String> {
@@ -229,7 +321,15 @@ impl Session {
                 Err(e) => self.refuse(None, None, format!("malformed kill: {e}")),
             },
             Some(HostKind::File) => match decode_file_request(message) {
-                Ok((request, data)) => files::serve(&mut self.rt, request, data),
+                Ok((request, data)) => {
+                    // Not while a standby starts: its start-up must not see what this changes.
+                    if let Some(s) = &mut self.standby
+                        && !s.wait_ready()
+                    {
+                        self.standby = None;
+                    }
+                    files::serve(&mut self.rt, request, data)
+                }
                 Err(e) => self.refuse(None, None, e),
             },
             Some(HostKind::Resume) => match serde_json::from_slice::<Resume>(message) {
@@ -275,7 +375,9 @@ impl Session {
             enforce: self.enforce.as_ref(),
             sink: &self.sink,
         };
-        match command::start(&exec, &self.state, &self.history, launch) {
+        let standby = self.standby.take();
+        self.standby_due = None;
+        match start(standby, &exec, &self.state, &self.history, launch) {
             Ok(running) => {
                 self.running = Some(running);
                 Ok(())
@@ -300,7 +402,9 @@ impl Session {
                     state: self.state.clone(),
                     warnings: vec![why],
                 };
-                emit_message(FrameKind::CommandEnd, &json(&end)?)
+                emit_message(FrameKind::CommandEnd, &json(&end)?)?;
+                self.schedule_standby();
+                Ok(())
             }
         }
     }
@@ -315,6 +419,7 @@ impl Session {
             env.remove(name);
         }
         self.state.env = env;
+        self.schedule_standby();
         self.report(warnings)
     }
 
@@ -323,6 +428,9 @@ impl Session {
         if self.running.is_some() {
             return self.refuse(None, None, "a command is running".into());
         }
+        // No command code beside a standby: the job's steps run in place of it.
+        self.standby = None;
+        self.standby_due = None;
         let started_at = OffsetDateTime::now_utc();
         // Under the session's policy the agent reads the host's decisions while a step runs.
         if let Some(enforce) = &self.enforce {
@@ -345,7 +453,9 @@ impl Session {
             nonce: run.nonce,
             end,
         };
-        emit_message(FrameKind::JobEnd, &json(&frame)?)
+        emit_message(FrameKind::JobEnd, &json(&frame)?)?;
+        self.schedule_standby();
+        Ok(())
     }
 
     fn report(&self, warnings: Vec<String>) -> Result<(), String> {
