@@ -330,4 +330,23 @@ mod tests {
         assert_eq!(printf_strings("100%%", &[]).as_deref(), Some("100%"));
         assert_eq!(printf_strings("%d", &args(&["1"])), None);
     }
+
+    #[test]
+    fn expansions_that_keep_the_value_name_their_variable() {
+        for (inner, name) in [
+            ("HOME", Some("HOME")),
+            ("HOME:?", Some("HOME")),
+            ("HOME?unset", Some("HOME")),
+            ("OUT:-/tmp/out", Some("OUT")),
+            ("OUT:=x", Some("OUT")),
+            ("1", Some("1")),
+            ("HOME:+x", None),
+            ("HOME#/", None),
+            ("PATH/:/ ", None),
+            ("#HOME", None),
+            ("!ref", None),
+        ] {
+            assert_eq!(value_of_name(inner), name, "{inner}");
+        }
+    }
 }
