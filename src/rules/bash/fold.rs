@@ -81,6 +81,12 @@ impl BashSem<'_> {
                 .trim_start_matches('$')
                 .trim_start_matches('{')
                 .trim_end_matches('}');
+            // `${!ref}`: the variable whose name `ref` holds (both constants)
+            if let Some(reference) = inner.strip_prefix('!')
+                && let Some(Some(target)) = self.facts.consts.get(value_of_name(reference)?)
+            {
+                return self.facts.consts.get(target.as_str()).cloned().flatten();
+            }
             let name = value_of_name(inner)?;
             match self.facts.consts.get(name) {
                 Some(value) => value.clone(),
