@@ -6,13 +6,14 @@
 //! flow-insensitive: a name bound twice keeps every binding, and a name assigned twice is not a constant.
 //! Folding lives in `fold` (Python's value operations in `ops`), name resolution in `names`, a
 //! call's arguments in `call`, the `call:` and `recursive:` keys in `matching`, values that flow
-//! through names in `flow`.
+//! through names in `flow`, callables that schedulers run later in `deferred`.
 
 use tree_sitter::Node;
 
 pub use super::codec::decode_base64;
 
 mod call;
+mod deferred;
 mod facts;
 mod flow;
 mod fold;

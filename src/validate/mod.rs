@@ -7,6 +7,8 @@
 
 mod commands;
 mod dangerous;
+#[cfg(test)]
+mod indirection_tests;
 mod language;
 mod limits;
 mod phases;

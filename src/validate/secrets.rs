@@ -3,9 +3,12 @@
 
 mod fold;
 
+use std::collections::HashSet;
+
 use tree_sitter::Node;
 
 use super::verdict::{Finding, Layer, Positions};
+use crate::rules::codec::decode_hex;
 use crate::rules::matcher::Sem;
 use crate::rules::python::decode_base64;
 use crate::rules::secret::{SecretRules, redact};
@@ -20,9 +23,12 @@ pub fn check(
     sem: &Sem<'_>,
     pos: &Positions<'_>,
 ) -> Vec<Finding> {
-    let mut findings: Vec<Finding> = rules
-        .scan(text)
-        .into_iter()
+    let plain = rules.scan(text);
+    // What the plain scan reported: a folded value holding the same secret is not reported again.
+    let seen: HashSet<&str> = plain.iter().map(|m| &text[m.start..m.end]).collect();
+    let reversal = reverses(text, sem);
+    let mut findings: Vec<Finding> = plain
+        .iter()
         .map(|m| {
             let rule = &rules.rules[m.rule].meta;
             let (line, column) = pos.at(m.start);
@@ -37,7 +43,7 @@ pub fn check(
         })
         .collect();
     for node in strings {
-        for (decoded, how) in decodings(node, text, sem) {
+        for (decoded, how) in decodings(node, text, sem, reversal) {
             for m in rules.scan(&decoded) {
                 let rule = &rules.rules[m.rule].meta;
                 let (line, column) = pos.at(node.start_byte());
@@ -56,7 +62,7 @@ pub fn check(
             }
         }
     }
-    findings.extend(assembled(rules, text, folds, sem, pos));
+    findings.extend(assembled(rules, text, &seen, folds, sem, pos));
     findings
 }
 
@@ -64,6 +70,7 @@ pub fn check(
 fn assembled(
     rules: &SecretRules,
     text: &str,
+    seen: &HashSet<&str>,
     folds: &[Node<'_>],
     sem: &Sem<'_>,
     pos: &Positions<'_>,
@@ -72,9 +79,10 @@ fn assembled(
     for folded in fold::fold_all(folds, text, sem) {
         for m in rules.scan(&folded.text) {
             let secret = &folded.text[m.start..m.end];
-            // Secrets visible as one literal are the plain-text scan's; a match inside the `name = `
-            // prefix is not a secret of the value.
-            if m.end <= folded.value_at || text.contains(secret) {
+            // Secrets the plain-text scan found are its own (a secret split across literals may
+            // still have one part that is a whole literal, so "appears in the text" is not enough);
+            // a match inside the `name = ` prefix is not a secret of the value.
+            if m.end <= folded.value_at || seen.contains(secret) {
                 continue;
             }
             let rule = &rules.rules[m.rule].meta;
@@ -96,9 +104,34 @@ fn assembled(
     findings
 }
 
+/// Whether the script reverses strings (`s[::-1]`, `reversed(s)`, Bash `rev`), so that a literal may
+/// hold a secret backwards. Checked once per script: reversing every long literal of every script
+/// would double the scan for nothing.
+fn reverses(text: &str, sem: &Sem<'_>) -> bool {
+    match sem {
+        Sem::Python(_) => text.contains("[::-1]") || text.contains("reversed("),
+        Sem::Bash(_) => text
+            .match_indices("rev")
+            .any(|(at, _)| is_word_at(text, at, 3)),
+    }
+}
+
+/// `text[at..at + len]` is a whole word (not part of `review`, `prev`, `--rev`).
+fn is_word_at(text: &str, at: usize, len: usize) -> bool {
+    let bytes = text.as_bytes();
+    let word = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/');
+    (at == 0 || !word(bytes[at - 1])) && bytes.get(at + len).is_none_or(|&b| !word(b))
+}
+
 /// The decoded forms of a string literal worth scanning: its escape-processed value when escapes
-/// changed it, and its base64 decoding when it is printable text.
-fn decodings(node: &Node<'_>, text: &str, sem: &Sem<'_>) -> Vec<(String, &'static str)> {
+/// changed it, its hex or base64 decoding when that is printable text, and the value backwards
+/// when the script reverses strings.
+fn decodings(
+    node: &Node<'_>,
+    text: &str,
+    sem: &Sem<'_>,
+    reversal: bool,
+) -> Vec<(String, &'static str)> {
     let raw = &text[node.byte_range()];
     // Only escapes or a long unbroken base64-alphabet run can hide a secret; most literals have neither.
     let escaped = raw.contains('\\');
@@ -116,6 +149,21 @@ fn decodings(node: &Node<'_>, text: &str, sem: &Sem<'_>) -> Vec<(String, &'stati
         out.push((value.clone(), "escaped"));
     }
     let candidate = value.trim();
+    if reversal && candidate.len() >= 16 {
+        out.push((candidate.chars().rev().collect(), "reversed"));
+    }
+    // Hex first: every hex string is also valid base64, whose decoding is then noise.
+    let hex_like = candidate.len() >= 32
+        && candidate.len() % 2 == 0
+        && candidate.bytes().all(|b| b.is_ascii_hexdigit());
+    if hex_like {
+        if let Some(decoded) = decode_hex(candidate)
+            && mostly_printable(&decoded)
+        {
+            out.push((decoded, "hex-encoded"));
+        }
+        return out;
+    }
     let base64_like = candidate.len() >= 20
         && candidate
             .bytes()
@@ -199,6 +247,104 @@ mod tests {
                     "the secret is redacted"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_part_that_is_a_whole_literal_does_not_hide_the_assembled_secret() {
+        // The password is one literal of its own, but only the assembled URL says it is one.
+        let cases = [
+            "DSN = (\"postgresql://report:\" \"Vq8mT2xLp9Rz\"\n       \"@db.corp.net:5432/sales\")\n",
+            "uri = \"amqp://worker:\" + \"Hs7Kd2Qw9Zx4\" + \"@mq.corp.net/jobs\"\n",
+        ];
+        for case in cases {
+            let found = secret_rules(Language::Python, case);
+            assert!(
+                found.iter().any(|f| f.starts_with("url-credentials ")),
+                "missed {case:?}: {found:?}"
+            );
+        }
+        let bash = "pw=Hs7Kd2Qw9Zx4\nurl=\"redis://:${pw}@cache.corp.net:6379/0\"\n";
+        let found = secret_rules(Language::Bash, bash);
+        assert!(
+            found.iter().any(|f| f.starts_with("url-credentials ")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn hex_and_reversed_literals_are_decoded() {
+        // ghp_… written as hex, and an AWS key id written backwards (random, not real).
+        let hex =
+            "6768705f4e3836744b7679636d374c3867714c4348424b657230614637626f464a546e4159564968";
+        let cases = [
+            (
+                Language::Python,
+                format!("tok = bytes.fromhex(\"{hex}\").decode()\n"),
+                "github-token ",
+            ),
+            (
+                Language::Python,
+                format!("tok = binascii.unhexlify('{hex}')\n"),
+                "github-token ",
+            ),
+            (
+                Language::Bash,
+                format!("tok=$(echo {hex} | xxd -r -p)\n"),
+                "github-token ",
+            ),
+            (
+                Language::Python,
+                "key_id = \"J7NVYTPX5LGSW7ZYAIKA\"[::-1]\n".into(),
+                "aws-access-key-id ",
+            ),
+            (
+                Language::Python,
+                "key_id = \"\".join(reversed(\"Q7RNX3P2ZTLKW4MYAIKA\"))\n".into(),
+                "aws-access-key-id ",
+            ),
+            (
+                Language::Bash,
+                "id=$(rev <<< \"Q7RNX3P2ZTLKW4MYAIKA\")\n".into(),
+                "aws-access-key-id ",
+            ),
+            (
+                Language::Bash,
+                "id=$(echo 'J7NVYTPX5LGSW7ZYAIKA' | rev)\n".into(),
+                "aws-access-key-id ",
+            ),
+        ];
+        for (language, case, rule) in cases {
+            let found = secret_rules(language, &case);
+            assert!(
+                found.iter().any(|f| f.starts_with(rule)),
+                "{language}: missed {case:?}: {found:?}"
+            );
+        }
+        // Digests are hex that decodes to noise; reversed prose is prose; `prev`/`review` are
+        // not `rev`.
+        let benign = [
+            (
+                Language::Python,
+                "d = bytes.fromhex(\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\")\n",
+            ),
+            (
+                Language::Python,
+                "s = \"the quick brown fox jumps over\"[::-1]\n",
+            ),
+            (
+                Language::Bash,
+                "prev=\"AKIAQ7RNX3P2ZTLKW4MY\"\necho review\n",
+            ),
+        ];
+        for (language, case) in benign {
+            let found = secret_rules(language, case);
+            assert!(
+                found
+                    .iter()
+                    .all(|f| !f.contains("(reversed)") && !f.contains("(hex-encoded)")),
+                "{language}: flagged {case:?}: {found:?}"
+            );
         }
     }
 

@@ -77,10 +77,17 @@ impl BashSem<'_> {
         } else if kind == k.concatenation || kind == k.command_name {
             self.fold_parts(node, node.start_byte(), node.end_byte(), d, false)
         } else if kind == k.simple_expansion || kind == k.expansion {
-            let name = t
+            let inner = t
                 .trim_start_matches('$')
                 .trim_start_matches('{')
                 .trim_end_matches('}');
+            // `${!ref}`: the variable whose name `ref` holds (both constants)
+            if let Some(reference) = inner.strip_prefix('!')
+                && let Some(Some(target)) = self.facts.consts.get(value_of_name(reference)?)
+            {
+                return self.facts.consts.get(target.as_str()).cloned().flatten();
+            }
+            let name = value_of_name(inner)?;
             match self.facts.consts.get(name) {
                 Some(value) => value.clone(),
                 // The home directory, as `~` (what path rules compare with).
@@ -224,6 +231,22 @@ impl BashSem<'_> {
 }
 
 /// An unquoted word: a backslash quotes the next character.
+/// The variable whose value a parameter expansion (without `$`/braces) stands for when that
+/// variable is set: `NAME`, `NAME:?message` and `NAME?message` (NAME or an error), `NAME:-default`
+/// and `NAME:=default` (NAME whenever it is set; HOME always is). Operators that change the value
+/// (`NAME#pattern`, `NAME/a/b`, `NAME:+alt`, `#NAME`) give `None`.
+fn value_of_name(inner: &str) -> Option<&str> {
+    let split = inner
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(inner.len());
+    let (name, op) = inner.split_at(split);
+    let keeps = op.is_empty()
+        || ["?", ":?", "-", ":-", "=", ":="]
+            .iter()
+            .any(|o| op.starts_with(o));
+    (keeps && !name.is_empty()).then_some(name)
+}
+
 pub(super) fn unescape_word(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
@@ -312,5 +335,24 @@ mod tests {
         );
         assert_eq!(printf_strings("100%%", &[]).as_deref(), Some("100%"));
         assert_eq!(printf_strings("%d", &args(&["1"])), None);
+    }
+
+    #[test]
+    fn expansions_that_keep_the_value_name_their_variable() {
+        for (inner, name) in [
+            ("HOME", Some("HOME")),
+            ("HOME:?", Some("HOME")),
+            ("HOME?unset", Some("HOME")),
+            ("OUT:-/tmp/out", Some("OUT")),
+            ("OUT:=x", Some("OUT")),
+            ("1", Some("1")),
+            ("HOME:+x", None),
+            ("HOME#/", None),
+            ("PATH/:/ ", None),
+            ("#HOME", None),
+            ("!ref", None),
+        ] {
+            assert_eq!(value_of_name(inner), name, "{inner}");
+        }
     }
 }

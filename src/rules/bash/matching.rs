@@ -65,8 +65,13 @@ impl BashSem<'_> {
             if interp.stdin_markers.contains(&a) {
                 return true;
             }
-            // `node --version`, `python3 -V`: prints and exits without reading a program
-            let informational = matches!(a.as_str(), "--version" | "-V" | "--help" | "-h");
+            // `node --version`, `python3 -V`: prints and exits without reading a program; `bash -n`
+            // (also `-nv`, `-xn`) only parses what it reads and runs none of it
+            let informational = matches!(a.as_str(), "--version" | "-V" | "--help" | "-h")
+                || (interp.language == Some(crate::domain::script::Language::Bash)
+                    && a.starts_with('-')
+                    && !a.starts_with("--")
+                    && a.contains('n'));
             if interp.takes_code(&a) || interp.module_flags.contains(&a) || informational {
                 return false;
             }

@@ -42,7 +42,10 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
             continue;
         }
         if let Some(runner) = table.runners.iter().find(|r| r.names.contains(&inv.name)) {
-            found.extend(runner_command(sem, inv, runner));
+            found.extend(
+                remote_stdin_program(sem, command, inv, runner)
+                    .or_else(|| runner_command(sem, inv, runner)),
+            );
             continue;
         }
         let Some(interp) = table.lookup(&inv.name) else {
@@ -64,11 +67,55 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
                 e.verbatim_at = None;
             }
             found.push(e);
-        } else if sem.reads_program_from_stdin(inv) {
+        } else if sem.reads_program_from_stdin(inv) && !takes_operands(&invocations, inv) {
             found.push(stdin_program(sem, command, &inv.name, interp.language));
         }
     }
     found
+}
+
+/// Whether `inv` runs under `xargs` (or `parallel`), which appends the words it reads as
+/// operands: `… | xargs bash` runs the files named on its input, it does not read a program there.
+fn takes_operands(chain: &[Invocation<'_>], inv: &Invocation<'_>) -> bool {
+    chain
+        .iter()
+        .take_while(|i| !std::ptr::eq(*i, inv))
+        .any(|i| matches!(i.name.as_str(), "xargs" | "parallel"))
+}
+
+/// `ssh HOST bash -s -- ARGS <<'EOF' … EOF`: the remote command is an interpreter reading its
+/// program from standard input, which is the heredoc or here-string; the words after it are that
+/// program's arguments, not code. `None` unless the program is there and constant.
+fn remote_stdin_program<'t>(
+    sem: &BashSem<'_>,
+    command: Node<'t>,
+    inv: &Invocation<'t>,
+    runner: &ShellRunner,
+) -> Option<Embedded<'t>> {
+    if !runner.rest {
+        return None;
+    }
+    let table = sem.interpreters?;
+    // The remote command must be the interpreter itself, with its options known.
+    let words = command_words(sem, inv, runner);
+    let name = sem.fold(*words.first()?)?;
+    let name = name.rsplit('/').next().unwrap_or(&name).to_string();
+    let interp = table.lookup(&name)?;
+    let mut options = Vec::new();
+    for w in &words[1..] {
+        match sem.fold(*w) {
+            Some(o) if o == "--" => break,
+            Some(o) if o.starts_with('-') => options.push(o),
+            _ => break,
+        }
+    }
+    let reads_stdin = options.iter().all(|o| !interp.takes_code(o))
+        && (words.len() == 1 || options.iter().any(|o| interp.stdin_markers.contains(o)));
+    if !reads_stdin {
+        return None;
+    }
+    let program = stdin_program(sem, command, &name, interp.language);
+    program.code.is_some().then_some(program)
 }
 
 /// The replace string of an `xargs -I R` (or `-i`, `--replace`) in a wrapper chain.
@@ -103,6 +150,27 @@ fn runner_command<'t>(
     if !runner.rest {
         return None;
     }
+    let words = command_words(sem, inv, runner);
+    let anchor = *words.first()?;
+    let code: Option<Vec<String>> = words.iter().map(|w| sem.fold(*w)).collect();
+    let code = code.map(|c| c.join(" "));
+    let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
+    Some(Embedded {
+        interpreter: inv.name.clone(),
+        language: Some(Language::Bash),
+        code,
+        anchor,
+        verbatim_at,
+    })
+}
+
+/// The words a `rest` runner hands to the shell: those after its options and the `skip` words
+/// (ssh's host), up to an `until` word.
+fn command_words<'t>(
+    sem: &BashSem<'_>,
+    inv: &Invocation<'t>,
+    runner: &ShellRunner,
+) -> Vec<Node<'t>> {
     let mut i = 0;
     while let Some(arg) = inv.args.get(i) {
         let a = sem.fold(*arg).unwrap_or_default();
@@ -120,22 +188,11 @@ fn runner_command<'t>(
         };
     }
     let i = i + runner.skip;
-    let words: Vec<Node<'t>> = inv.args[i.min(inv.args.len())..]
+    inv.args[i.min(inv.args.len())..]
         .iter()
         .copied()
         .take_while(|a| sem.fold(*a).is_none_or(|v| !runner.until.contains(&v)))
-        .collect();
-    let anchor = *words.first()?;
-    let code: Option<Vec<String>> = words.iter().map(|w| sem.fold(*w)).collect();
-    let code = code.map(|c| c.join(" "));
-    let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
-    Some(Embedded {
-        interpreter: inv.name.clone(),
-        language: Some(Language::Bash),
-        code,
-        anchor,
-        verbatim_at,
-    })
+        .collect()
 }
 
 /// `bash -c CODE`, `python3 -c CODE`, `bash -lc CODE`.

@@ -40,6 +40,14 @@ pub fn python_embedded<'t>(
     if let Some(inline) = inline_in_argv(sem, table, &items) {
         return vec![inline];
     }
+    if let Some(first) = args.first()
+        && let Some(lines) = split_command_lines(sem, *first)
+    {
+        return lines
+            .into_iter()
+            .map(|code| argv_embedded(*first, code))
+            .collect();
+    }
     // Otherwise a constant argv is a command line: check it with the Bash rules (crontab, rm …).
     match args.iter().find(|a| sem.list_items(**a).is_some()) {
         Some(list) if !items.is_empty() => argv_lines(sem, &items)
@@ -51,6 +59,35 @@ pub fn python_embedded<'t>(
             .map(|argv| looped_argvs(sem, *argv))
             .unwrap_or_default(),
     }
+}
+
+/// `subprocess.run(cmd.split())`, `shlex.split(cmd)`: an argv made by splitting a command line
+/// that is a constant or takes constant values in a loop (`for cmd in CMDS`); the command lines
+/// themselves, to be checked as Bash. A conditional argument (`c.split() if … else …`) is
+/// looked at in its first branch.
+fn split_command_lines(sem: &PySem<'_>, argv: Node<'_>) -> Option<Vec<String>> {
+    const MAX_LINES: usize = 16;
+    let mut node = argv;
+    if node.kind() == "conditional_expression" {
+        node = node.named_child(0)?;
+    }
+    if node.kind_id() != sem.k.call {
+        return None;
+    }
+    let func = crate::rules::python::function_of(node)?;
+    let line = if func.kind() == "attribute"
+        && text(func.child_by_field_name("attribute")?, sem.src) == "split"
+        && sem.positional(node).is_empty()
+    {
+        func.child_by_field_name("object")?
+    } else if sem.names(func).iter().any(|n| n == "shlex.split") {
+        *sem.positional(node).first()?
+    } else {
+        return None;
+    };
+    let mut values = sem.possible_values(line)?;
+    values.truncate(MAX_LINES);
+    Some(values)
 }
 
 fn argv_embedded(anchor: Node<'_>, code: String) -> Embedded<'_> {

@@ -276,6 +276,18 @@ impl<'a> PySem<'a> {
                 .map(|base| join_paths(&[base, glob.clone()]))
                 .collect();
         }
+        // Wrappers that keep the items: `sorted(paths)`, `list(…)`, `filter(pred, paths)`, and
+        // `map(f, paths)` with an `f` that keeps a path's leading part (`os.path.expanduser`,
+        // `Path`, `str`: `~` already stands for the home directory).
+        if named(&["sorted", "list", "tuple", "set", "reversed", "frozenset"]) && args.len() == 1 {
+            return self.item_prefixes(args[0], at, d);
+        }
+        if named(&["filter", "itertools.filterfalse"]) && args.len() == 2 {
+            return self.item_prefixes(args[1], at, d);
+        }
+        if named(&["map"]) && args.len() == 2 && self.keeps_path(args[0]) {
+            return self.item_prefixes(args[1], at, d);
+        }
         match (at, args.first()) {
             (None, Some(pattern)) if named(&["glob.glob", "glob.iglob"]) => self
                 .prefixes_at(*pattern, d)
@@ -286,6 +298,24 @@ impl<'a> PySem<'a> {
             (Some(0), Some(top)) if named(&["os.walk"]) => self.prefixes_at(*top, d),
             _ => Vec::new(),
         }
+    }
+
+    /// Whether `func` (a callable passed by name) keeps the leading part of a path it is given.
+    fn keeps_path(&self, func: Node<'a>) -> bool {
+        self.names(func).iter().any(|n| {
+            matches!(
+                n.as_str(),
+                "os.path.expanduser"
+                    | "os.path.expandvars"
+                    | "os.path.abspath"
+                    | "os.path.realpath"
+                    | "os.path.normpath"
+                    | "os.fspath"
+                    | "pathlib.Path"
+                    | "pathlib.PosixPath"
+                    | "str"
+            )
+        })
     }
 
     /// The value of a command string when every part only known at run time is passed through
@@ -312,8 +342,12 @@ impl<'a> PySem<'a> {
     }
 
     /// The positional arguments a call passes to what it calls: those `functools.partial` bound
-    /// first (`run = partial(subprocess.run, "id")`), then its own.
+    /// first (`run = partial(subprocess.run, "id")`), then its own; for a scheduler
+    /// (`threading.Timer(t, f, args=…)`), those it passes to the callable it runs.
     pub fn effective_positional(&self, call: Node<'a>) -> Vec<Node<'a>> {
+        if let Some(deferred) = self.deferred(call) {
+            return deferred.args;
+        }
         let mut out = match self.partial_of(call) {
             Some(partial) => self.positional(partial).into_iter().skip(1).collect(),
             None => Vec::new(),
@@ -326,6 +360,9 @@ impl<'a> PySem<'a> {
     /// is a literal or a name bound to one (`opts = {"shell": True}`), and those a
     /// `functools.partial` bound.
     pub fn effective_keywords(&self, call: Node<'a>) -> Vec<(String, Node<'a>)> {
+        if let Some(deferred) = self.deferred(call) {
+            return deferred.keywords;
+        }
         let mut out = self.keywords_with_splats(call, 0);
         if let Some(partial) = self.partial_of(call) {
             out.extend(self.keywords_with_splats(partial, 0));
@@ -347,7 +384,7 @@ impl<'a> PySem<'a> {
     }
 
     /// The constant-keyed pairs of a dict literal, a `dict(k=v)` call, or a name bound to either.
-    fn mapping_pairs(&self, node: Node<'a>, depth: u8) -> Vec<(String, Node<'a>)> {
+    pub(super) fn mapping_pairs(&self, node: Node<'a>, depth: u8) -> Vec<(String, Node<'a>)> {
         if depth > MAX_FLOW_DEPTH {
             return Vec::new();
         }

@@ -276,6 +276,9 @@ impl PySem<'_> {
             return true;
         }
         let last = t.rsplit('.').next().unwrap_or(t);
+        if super::deferred::may_defer(last) {
+            return true;
+        }
         match self.facts.aliases.get(root) {
             None => names.may_contain(t, last),
             Some(targets) => targets.iter().any(|target| {
@@ -286,7 +289,8 @@ impl PySem<'_> {
         }
     }
 
-    /// The resolved names of a call's callee; `operator.methodcaller('m', …)(obj)` calls `obj.m`.
+    /// The resolved names of a call's callee; `operator.methodcaller('m', …)(obj)` calls `obj.m`,
+    /// and a scheduler (`threading.Timer(t, f)`) also calls `f`.
     pub fn callee_names(&self, call: Node<'_>) -> Vec<String> {
         let Some(func) = function_of(call) else {
             return Vec::new();
@@ -308,6 +312,12 @@ impl PySem<'_> {
                 .map(|base| format!("{base}.{method}"))
                 .collect();
         }
-        self.names(func)
+        let mut out = self.names(func);
+        // A scheduler stands for the callable it runs as well (its arguments are that callable's:
+        // see `effective_positional`).
+        if let Some(deferred) = self.deferred(call) {
+            out.extend(self.names(deferred.target));
+        }
+        out
     }
 }

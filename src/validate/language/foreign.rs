@@ -151,8 +151,80 @@ fn powershell(l: &str) -> bool {
     CMDLETS.iter().any(|c| l.contains(c))
         || l.starts_with("$env:")
         || l.starts_with("param(")
+        || l.starts_with("[CmdletBinding(")
         || l.contains("| ForEach-Object")
         || l.contains("| Where-Object")
+        || cmdlet_call(l)
+        || variable_assignment(l)
+}
+
+/// A line that starts with a cmdlet: `Verb-Noun` with one of PowerShell's approved verbs
+/// (`Expand-Archive`, `Join-Path`, `Test-Path`, `ConvertTo-Json`). Shell commands are lower-case.
+fn cmdlet_call(l: &str) -> bool {
+    const VERBS: &[&str] = &[
+        "Add",
+        "Clear",
+        "Compress",
+        "ConvertFrom",
+        "ConvertTo",
+        "Copy",
+        "Disable",
+        "Enable",
+        "Expand",
+        "Export",
+        "Format",
+        "Get",
+        "Import",
+        "Install",
+        "Invoke",
+        "Join",
+        "Measure",
+        "Move",
+        "New",
+        "Out",
+        "Read",
+        "Register",
+        "Remove",
+        "Rename",
+        "Resolve",
+        "Restart",
+        "Select",
+        "Set",
+        "Sort",
+        "Split",
+        "Start",
+        "Stop",
+        "Test",
+        "Uninstall",
+        "Unregister",
+        "Update",
+        "Wait",
+        "Write",
+    ];
+    let first = l.split_whitespace().next().unwrap_or("");
+    let first = first.trim_start_matches(['(', '&', '.']).trim_start();
+    first.split_once('-').is_some_and(|(verb, noun)| {
+        VERBS.contains(&verb)
+            && noun.starts_with(|c: char| c.is_ascii_uppercase())
+            && noun.chars().all(|c| c.is_ascii_alphanumeric())
+    })
+}
+
+/// `$name = value` (with a scope such as `$script:`, `$env:`): blanks around `=` make it a
+/// command named by a variable in Bash, and Python names have no `$`. (PHP writes the same with a
+/// closing `;`, which is checked before this.)
+fn variable_assignment(l: &str) -> bool {
+    let Some(rest) = l.strip_prefix('$') else {
+        return false;
+    };
+    let name_end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .unwrap_or(rest.len());
+    name_end > 0
+        && !rest[..name_end].ends_with(':')
+        && [" = ", " += ", " -= "]
+            .iter()
+            .any(|op| rest[name_end..].starts_with(op))
 }
 
 fn sql(l: &str) -> bool {
@@ -251,6 +323,19 @@ mod tests {
         assert_eq!(name(ruby), Some("Ruby"));
         let ps = "Write-Host \"hi\"\nGet-ChildItem C:\\ | ForEach-Object { $_.Name }\n";
         assert_eq!(name(ps), Some("PowerShell"));
+        // every line PowerShell: assignments with blanks around `=`, Verb-Noun cmdlets
+        let ps = "$ProgressPreference = 'SilentlyContinue'\n$dest = Join-Path $HOME \"tools\"\nif (-not (Test-Path $dest)) { New-Item -ItemType Directory $dest | Out-Null }\nExpand-Archive -Path pkg.zip -DestinationPath $dest\n$script:count += 1\n";
+        let found = detect(ps).expect("PowerShell");
+        assert_eq!((found.name, found.lines), ("PowerShell", 5));
+        for not_ps in [
+            "x=$(date)",
+            "$CMD --flag",
+            "echo $a = $b",
+            "get-deps --all",
+            "Set-up done",
+        ] {
+            assert_eq!(name(not_ps), None, "{not_ps}");
+        }
     }
 
     #[test]

