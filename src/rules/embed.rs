@@ -36,6 +36,8 @@ struct RawTable {
     python_process_calls: Vec<String>,
     #[serde(default)]
     shell_runners: Vec<RawShellRunner>,
+    #[serde(default)]
+    shell_setup: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -118,6 +120,8 @@ pub struct Interpreters {
     table: Vec<Interpreter>,
     runners: Vec<ShellRunner>,
     python_process_calls: NameSet,
+    /// Installed programs whose output is shell set-up meant for `eval` (`pyenv init -`).
+    shell_setup: NameSet,
 }
 
 impl Interpreters {
@@ -160,10 +164,13 @@ impl Interpreters {
                 })
             })
             .collect::<Result<_, RuleError>>()?;
+        let shell_setup = NameSet::new(&raw.shell_setup)
+            .map_err(|e| RuleError::new(file, format!("shell_setup: {e}")))?;
         Ok(Interpreters {
             table,
             runners,
             python_process_calls,
+            shell_setup,
         })
     }
 
@@ -195,6 +202,30 @@ impl Interpreters {
 
     pub fn lookup(&self, name: &str) -> Option<&Interpreter> {
         self.table.iter().find(|i| i.names.contains(name))
+    }
+
+    /// Whether `arg` (an `eval` argument's source text) is `"$(PROGRAM ARGS…)"` for a
+    /// `shell_setup` program with constant arguments: no pipe, no nested expansion, no other
+    /// command, so what `eval` runs is that installed program's own set-up output.
+    pub fn is_shell_setup(&self, arg: &str) -> bool {
+        let quoted = arg.strip_prefix('"').and_then(|a| a.strip_suffix('"'));
+        let Some(inner) = quoted
+            .unwrap_or(arg)
+            .strip_prefix("$(")
+            .and_then(|a| a.strip_suffix(')'))
+        else {
+            return false;
+        };
+        let mut words = inner.split_whitespace();
+        let mut program = words.next();
+        if program == Some("command") {
+            program = words.next();
+        }
+        program.is_some_and(|p| self.shell_setup.contains(p))
+            && words.all(|w| {
+                w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.=/:".contains(c))
+            })
     }
 }
 

@@ -22,6 +22,16 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
         return found;
     }
     for inv in invocations.iter() {
+        if inv.name == "eval"
+            && !inv.args.is_empty()
+            && inv
+                .args
+                .iter()
+                .all(|a| table.is_shell_setup(text(*a, sem.src)))
+        {
+            // `eval "$(pyenv init -)"`: the set-up an installed tool prints, not code to check.
+            continue;
+        }
         if inv.name == "eval" && !inv.args.is_empty() {
             let parts: Option<Vec<String>> = inv.args.iter().map(|a| sem.fold(*a)).collect();
             let code = parts.map(|p| p.join(" "));
