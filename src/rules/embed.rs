@@ -82,6 +82,12 @@ struct RawInterpreter {
     module_flags: Vec<String>,
     #[serde(default)]
     stdin_markers: Vec<String>,
+    #[serde(default = "yes")]
+    bare_reads_stdin: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug)]
@@ -92,6 +98,9 @@ pub struct Interpreter {
     pub code_flags: Vec<String>,
     pub module_flags: Vec<String>,
     pub stdin_markers: Vec<String>,
+    /// Without a program argument it reads one from standard input (`bash`, `python3`; not
+    /// `source`, which then fails).
+    pub bare_reads_stdin: bool,
 }
 
 impl Interpreter {
@@ -143,6 +152,7 @@ impl Interpreters {
                 code_flags: r.code_flags,
                 module_flags: r.module_flags,
                 stdin_markers: r.stdin_markers,
+                bare_reads_stdin: r.bare_reads_stdin,
             });
         }
         let python_process_calls = NameSet::new(&raw.python_process_calls)

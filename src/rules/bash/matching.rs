@@ -79,7 +79,7 @@ impl BashSem<'_> {
                 return false;
             }
         }
-        true
+        interp.bare_reads_stdin
     }
 
     pub fn is_recursive<'t>(&self, node: Node<'t>, cx: &Cx<'t>) -> bool {
