@@ -222,6 +222,11 @@ mod tests {
         "parts = (\"ghp_\", \"JdqL2kVF8thrxFeUZCRj\", \"AbNX7iFdh5MmdDWI\")\ntok = \"\".join(parts)\n",
         "prefix = \"ghp_\"\nbody = \"N86tKvycm7L8gqLCHBKer0aF7boFJTnAYVIh\"\ntoken = prefix + body\n",
         "requests.get(url, headers={\"Authorization\": \"token \" + \"ghp_\" + \"ZM5yDoNcQiZ0wIW8se7DIv3tmxvJm8aHGHJS\"})\n",
+        // splats and `%` of a tuple held in a name
+        "parts = [\"JdqL2kVF8thrxFeUZCRj\", \"AbNX7iFdh5MmdDWI\"]\ntok = \"ghp_{}{}\".format(*parts)\n",
+        "parts = (\"ZYMmLOPIwFQuYhrsiF8n\", \"fMaunlNy5yX0Y3rN\")\nsend(token=\"ghp_{}{}\".format(*parts))\n",
+        "parts = (\"ghp_\", \"N86tKvycm7L8gqLCHBKer0aF7boFJTnAYVIh\")\ntok = \"%s%s\" % parts\n",
+        "tok = \"{}{}{}\".format(\"ghp_\", *(\"ZM5yDoNcQiZ0wIW8\", \"se7DIv3tmxvJm8aHGHJS\"))\n",
     ];
 
     const SPLIT_BASH: &[&str] = &[
@@ -378,6 +383,8 @@ mod tests {
             "api_key = os.getenv(\"API_KEY\") or \"\"\nheaders = {\"X-Api-Key\": api_key}\n",
             "digest = \"sha256:\" + \"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\"\n",
             "key = \"{}/{}\".format(\"reports\", \"2024-summary-final.csv\")\n",
+            "parts = (\"2024\", \"06\", \"03\")\nstamp = \"release-{}.{}.{}\".format(*parts)\n",
+            "token = \"Bearer {}\".format(*sys.argv[1:2])\n",
         ];
         let bash = [
             ": \"${API_TOKEN:?must be set}\"\n",

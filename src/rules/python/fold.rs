@@ -158,11 +158,8 @@ impl<'a> PySem<'a> {
             }
             "%" => {
                 let template = self.fold_at(left, d)?;
-                let values: Vec<String> = if right.kind_id() == k.tuple {
-                    right
-                        .named_children(&mut right.walk())
-                        .map(|v| self.fold_at(v, d))
-                        .collect::<Option<_>>()?
+                let values: Vec<String> = if right.kind_id() == k.tuple || self.names_tuple(right) {
+                    self.fold_items(right, d)?
                 } else {
                     vec![self.fold_at(right, d)?]
                 };
@@ -170,6 +167,13 @@ impl<'a> PySem<'a> {
             }
             _ => None,
         }
+    }
+
+    /// Whether `node` is a name bound once to a tuple literal (`"%s-%s" % parts`).
+    fn names_tuple(&self, node: Node<'_>) -> bool {
+        node.kind_id() == self.k.identifier
+            && matches!(self.binding(&ident(node, self.src)),
+                Some(Binding::Value(value)) if value.kind_id() == self.k.tuple)
     }
 
     pub(super) fn fold_int(&self, node: Node<'_>) -> Option<i64> {
@@ -306,14 +310,24 @@ impl<'a> PySem<'a> {
             "lstrip" => Some(self.fold_at(object, d)?.trim_start().to_string()),
             "rstrip" => Some(self.fold_at(object, d)?.trim_end().to_string()),
             "replace" => Some(self.fold_at(object, d)?.replace(&arg(0)?, &arg(1)?)),
-            "format" => {
-                let values: Option<Vec<String>> =
-                    args.iter().map(|a| self.fold_at(*a, d)).collect();
-                str_format(&self.fold_at(object, d)?, &values?, &[])
-            }
+            "format" => str_format(&self.fold_at(object, d)?, &self.fold_args(args, d)?, &[]),
             "fromhex" => decode_hex(&arg(0)?),
             _ => None,
         }
+    }
+
+    /// The values of positional arguments, a `*parts` splat of a constant list or tuple (or of a
+    /// name bound once to one) standing for its items: `"xoxb-{}-{}".format(*parts)`.
+    pub(crate) fn fold_args(&self, args: &[Node<'_>], d: u8) -> Option<Vec<String>> {
+        let mut values = Vec::with_capacity(args.len());
+        for arg in args {
+            if arg.kind() == "list_splat" {
+                values.extend(self.fold_items(arg.named_child(0)?, d)?);
+            } else {
+                values.push(self.fold_at(*arg, d)?);
+            }
+        }
+        Some(values)
     }
 
     /// Items of a list/tuple of constants, a constant string (its characters) or `reversed(...)`.

@@ -106,6 +106,9 @@ fn fold_format(node: Node<'_>, src: &str, sem: &Sem<'_>) -> Option<String> {
     }
     let template = sem.fold(func.child(0)?)?;
     let args = node.child(1)?;
+    let Sem::Python(py) = sem else {
+        return None;
+    };
     let mut positional = Vec::new();
     let mut named = Vec::new();
     for arg in crate::rules::grammar::children(args).filter(|c| c.is_named()) {
@@ -113,10 +116,10 @@ fn fold_format(node: Node<'_>, src: &str, sem: &Sem<'_>) -> Option<String> {
             let name = &src[arg.child_by_field_name("name")?.byte_range()];
             named.push((name, sem.fold(arg.child_by_field_name("value")?)?));
         } else if arg.kind() != "comment" {
-            positional.push(sem.fold(arg)?);
+            positional.push(arg);
         }
     }
-    str_format(&template, &positional, &named)
+    str_format(&template, &py.fold_args(&positional, 1)?, &named)
 }
 
 /// The name an expression is assigned or passed to: `tok = …`, `f(token=…)`, `{"token": …}`,

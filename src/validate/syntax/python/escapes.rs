@@ -1,6 +1,7 @@
 //! Escapes and characters CPython's tokenizer refuses inside string literals, which
 //! tree-sitter-python keeps as plain string content: a truncated `\x`, `\u`, `\U` or `\N{…}`
-//! escape in a str literal (in bytes only `\x` is an escape), a `\U` escape past U+10FFFF, and a
+//! escape in a str literal (in bytes only `\x` is an escape), a `\U` escape past U+10FFFF, a
+//! `\N{…}` escape whose name is no Unicode character name, and a
 //! non-ASCII character in a bytes literal, and bytes joined to str (`b"a" "b"`). Raw literals
 //! have no escapes.
 
@@ -74,11 +75,29 @@ fn part_escapes(part: Node<'_>, bytes: bool, src: &str) -> Option<Problem> {
                 {
                     return unicode_error("illegal Unicode character");
                 }
+                if let Some(name) = t.strip_prefix("\\N{").and_then(|n| n.strip_suffix('}'))
+                    && !is_character_name(name)
+                {
+                    return unicode_error("unknown Unicode character name");
+                }
             }
             _ => {}
         }
     }
     None
+}
+
+/// Whether CPython's `\N{…}` accepts `name`: a character name or alias (`NULL`, `BYTE ORDER
+/// MARK`), the computed names of ideographs and syllables, compared without regard to case;
+/// never a named sequence, never with extra spaces. The table is newer than Python 3.11's
+/// Unicode 14.0, so only a name added since is accepted wrongly; none is ever refused wrongly,
+/// because Unicode never withdraws a name.
+fn is_character_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    name.is_ascii()
+        && !upper.contains("  ")
+        && upper.trim() == upper
+        && unicode_names2::character(&upper).is_some()
 }
 
 #[cfg(test)]
@@ -116,6 +135,25 @@ mod tests {
                 false,
             ),
             ("s = f'{a}\\u00e9'\n", false),
+            ("s = '\\N{BULLET POINT}'\n", true),
+            ("s = f'{a} \\N{NOT A CHARACTER NAME}'\n", true),
+            ("s = '\\N{LATIN SMALL LETTER  A}'\n", true),
+            ("s = '\\N{SPACE }'\n", true),
+            (
+                "s = '\\N{LATIN CAPITAL LETTER A WITH MACRON AND GRAVE}'\n",
+                true,
+            ),
+            ("s = b'\\N{BULLET POINT}'\n", false),
+            ("s = r'\\N{BULLET POINT}'\n", false),
+            ("s = '\\N{bullet} \\N{Latin Small Letter A}'\n", false),
+            (
+                "s = '\\N{LATIN CAPITAL LETTER GHA} \\N{BYTE ORDER MARK} \\N{NULL}'\n",
+                false,
+            ),
+            (
+                "s = '\\N{CJK UNIFIED IDEOGRAPH-4E00} \\N{HANGUL SYLLABLE GA}'\n",
+                false,
+            ),
             ("s = b'a' 'b'\n", true),
             ("s = 'a' rb'b'\n", true),
             ("s = b'a' Rb'b' 'c' f'd'\n", true),
