@@ -415,8 +415,14 @@ async fn the_default_policy_leaves_ordinary_commands_alone_and_denies_writes_out
     .await;
     assert_eq!(ok["stdout"], "hi\n1\n", "{ok}");
     assert_eq!(ok["events"]["blocked_operations"], json!([]), "{ok}");
-    // (A literal write to /etc fails validation before it runs: the path is built at run time.)
-    let write = line(&s, &id, r#"python3 -c "open('/e' + 'tc/motd', 'a')""#).await;
+    // (A write to /etc that validation can see fails before it runs: the path arrives at run
+    // time, in two arguments.)
+    let write = line(
+        &s,
+        &id,
+        r#"python3 -c "import sys; open(sys.argv[1] + sys.argv[2], 'a')" /e tc/motd"#,
+    )
+    .await;
     assert_eq!(write["exit_code"], 1, "{write}");
     assert!(
         has(&write["events"]["blocked_operations"], |b| b["target"]
