@@ -303,19 +303,8 @@ fn spawn(
     // buffers prepared before the fork.
     unsafe {
         command.pre_exec(move || {
-            // Its own session: the script and its background jobs can be killed as one group.
-            libc::setsid();
-            // The script is the OOM killer's first choice, never the supervisor.
-            let path = c"/proc/self/oom_score_adj";
-            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd >= 0 {
-                libc::write(fd, b"1000".as_ptr().cast(), 4);
-                libc::close(fd);
-            }
-            // The supervisor blocks SIGCHLD for its signalfd; the script starts with no mask.
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            // Its own session and process group, the OOM killer's first choice, no blocked signals.
+            sys::child_prologue();
             if let Some(fd) = code_fd {
                 if fd == 3 {
                     libc::fcntl(3, libc::F_SETFD, 0);

@@ -12,6 +12,30 @@ fn check(ret: libc::c_int, what: &str) -> Result<libc::c_int, String> {
 }
 
 /// Non-dumpable: /proc/1/{mem,fd,environ} become root-owned, so the script cannot read them.
+/// What every child the supervisor starts does first, between fork and exec: a session (and
+/// process group) of its own, so it and what it starts can be told apart and killed as one; the
+/// OOM killer's first choice (never the supervisor); no blocked signals (the supervisor blocks
+/// SIGCHLD for its signalfd).
+///
+/// # Safety
+/// Only between fork and exec (`pre_exec`): it makes async-signal-safe calls on a static path.
+pub(crate) unsafe fn child_prologue() {
+    // SAFETY: setsid, open, write, close and sigprocmask are async-signal-safe; the buffers are
+    // static or on this stack.
+    unsafe {
+        libc::setsid();
+        let path = c"/proc/self/oom_score_adj";
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd >= 0 {
+            libc::write(fd, b"1000".as_ptr().cast(), 4);
+            libc::close(fd);
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+    }
+}
+
 pub(crate) fn make_undumpable() -> Result<(), String> {
     // SAFETY: prctl with PR_SET_DUMPABLE takes plain integer arguments.
     check(

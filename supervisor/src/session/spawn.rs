@@ -58,17 +58,8 @@ pub(crate) fn spawn(
     // on strings prepared before the fork.
     unsafe {
         command.pre_exec(move || {
-            // Its own session: the command's processes can be told apart from the supervisor.
-            libc::setsid();
-            let path = c"/proc/self/oom_score_adj";
-            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd >= 0 {
-                libc::write(fd, b"1000".as_ptr().cast(), 4);
-                libc::close(fd);
-            }
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            // Its own session and process group, the OOM killer's first choice, no blocked signals.
+            sys::child_prologue();
             for &(target, fd) in &fds {
                 if fd == target {
                     libc::fcntl(fd, libc::F_SETFD, 0);
