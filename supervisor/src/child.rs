@@ -17,9 +17,42 @@ use crate::enforce::{self, ChildSide, Enforcement, Start};
 use crate::identity::Split;
 use crate::sys;
 
+/// The end of both Python bootstraps (a one-shot run's and a session's standby): runs `src` as
+/// `__main__` named `<script>`, with tracebacks that show the script's lines and not the
+/// bootstrap's; the bootstrap's `finish(code)` ends the interpreter.
+macro_rules! python_run_script {
+    () => {
+        r#"    name = "<script>"
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    g = sys.modules["__main__"].__dict__
+    g.pop("_scriptgate_main", None)
+    g["__file__"] = name
+    sys.argv[:] = [name]
+    try:
+        exec(compile(src, name, "exec"), g)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
+            tb = tb.tb_next
+        e.__traceback__ = tb
+        if sys.excepthook is sys.__excepthook__:
+            traceback.print_exception(type(e), e, tb)
+        else:
+            sys.excepthook(type(e), e, tb)
+        finish(1)
+    finish(0)
+_scriptgate_main()
+"#
+    };
+}
+pub(crate) use python_run_script;
+
 /// The Python program that waits on fd 3 for the script, then runs it as `__main__` with
 /// tracebacks that show `<script>` and its lines (not this bootstrap).
-pub(crate) const PYTHON_BOOTSTRAP: &str = r#"def _scriptgate_main():
+pub(crate) const PYTHON_BOOTSTRAP: &str = concat!(
+    r#"def _scriptgate_main():
     import os, sys, linecache, traceback
     # Ready for a run-time policy: the exec floor (a Landlock ruleset, or "none" where Landlock is
     # unavailable) to apply once the script is read.
@@ -63,29 +96,9 @@ pub(crate) const PYTHON_BOOTSTRAP: &str = r#"def _scriptgate_main():
             os.write(2, b"scriptgate: the run-time policy's exec floor could not be applied\n")
             os._exit(126)
         os.close(int(floor))
-    name = "<script>"
-    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
-    g = sys.modules["__main__"].__dict__
-    g.pop("_scriptgate_main", None)
-    g["__file__"] = name
-    sys.argv[:] = [name]
-    try:
-        exec(compile(src, name, "exec"), g)
-    except SystemExit:
-        raise
-    except BaseException as e:
-        tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
-            tb = tb.tb_next
-        e.__traceback__ = tb
-        if sys.excepthook is sys.__excepthook__:
-            traceback.print_exception(type(e), e, tb)
-        else:
-            sys.excepthook(type(e), e, tb)
-        finish(1)
-    finish(0)
-_scriptgate_main()
-"#;
+"#,
+    python_run_script!()
+);
 
 /// What the Python bootstrap writes once its `SCRIPTGATE_PREIMPORT` modules are loaded.
 const PREIMPORTED: &[u8] = b"\0scriptgate:preimported\n";

@@ -78,7 +78,8 @@ const START_UP_VARS: &[&str] = &[
 /// tracebacks, `sys.argv == ["<script>"]`, exit codes), after applying the command's working
 /// directory and environment. Its message on fd 3: the number of variables, the working
 /// directory, the names and values, then the script, each field but the script ended by NUL.
-const BOOTSTRAP: &str = r#"def _scriptgate_main():
+const BOOTSTRAP: &str = concat!(
+    r#"def _scriptgate_main():
     import os, sys
     floor = os.environ.pop("SCRIPTGATE_LANDLOCK_FD", None)
     # Loaded while waiting, from the standard library only: the working directory's entry of
@@ -122,29 +123,10 @@ const BOOTSTRAP: &str = r#"def _scriptgate_main():
             pass
     os.environ.clear()
     os.environ.update(env)
-    name = "<script>"
-    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
-    g = sys.modules["__main__"].__dict__
-    g.pop("_scriptgate_main", None)
-    g["__file__"] = name
-    sys.argv[:] = [name]
-    try:
-        exec(compile(src, name, "exec"), g)
-    except SystemExit:
-        raise
-    except BaseException as e:
-        tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
-            tb = tb.tb_next
-        e.__traceback__ = tb
-        if sys.excepthook is sys.__excepthook__:
-            traceback.print_exception(type(e), e, tb)
-        else:
-            sys.excepthook(type(e), e, tb)
-        sys.exit(1)
-    sys.exit(0)
-_scriptgate_main()
-"#;
+    finish = sys.exit
+"#,
+    crate::child::python_run_script!()
+);
 
 /// A Python interpreter started and waiting for its command.
 pub(crate) struct Standby {
