@@ -1,0 +1,62 @@
+//! Word splitting: an unquoted `$cmd` as a command's name whose value is a whole command line is
+//! split as the shell splits it (on blanks, and on the separators a constant `IFS=…` adds), so
+//! the line can be checked as Bash code.
+
+use tree_sitter::Node;
+
+use super::Embedded;
+use crate::domain::script::Language;
+use crate::rules::bash::BashSem;
+use crate::rules::grammar::text;
+
+/// `$cmd` as a command's name, where `cmd` holds a whole command line (`cmd="rm -rf /home"`, or
+/// words joined by the separator a constant `IFS=,` names): the shell splits the value into a
+/// program and its arguments, so the line (with the command's own arguments after it) is checked
+/// as Bash code. A quoted `"$cmd"` is one word and is not split.
+pub(super) fn split_command_line<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
+    let name = command.child_by_field_id(sem.k.f_name)?;
+    let word = name.named_child(0)?;
+    if !matches!(word.kind(), "simple_expansion" | "expansion") {
+        return None;
+    }
+    let value = sem.fold(word)?;
+    let separators = ifs(sem.src);
+    let line: String = value
+        .chars()
+        .map(|c| if separators.contains(c) { ' ' } else { c })
+        .collect();
+    if !line.trim().contains(' ') {
+        return None;
+    }
+    let rest = &sem.src[name.end_byte()..command.end_byte()];
+    Some(Embedded {
+        interpreter: text(word, sem.src).to_string(),
+        language: Some(Language::Bash),
+        code: Some(format!("{}{rest}", line.trim())),
+        anchor: word,
+        verbatim_at: None,
+    })
+}
+
+/// The characters unquoted expansions are split on: the default blanks, and those of a constant
+/// `IFS=…` assignment standing alone anywhere in the script (`IFS=,`; a prefix such as
+/// `IFS=, read -r a b` applies to that command only and is not one).
+fn ifs(src: &str) -> String {
+    let mut chars = String::from(" \t\n");
+    for line in src.lines() {
+        let line = line.trim_start();
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some(value) = line.strip_prefix("IFS=") else {
+            continue;
+        };
+        let value = value.split(';').next().unwrap_or_default().trim_end();
+        if value.contains(char::is_whitespace) && !value.starts_with(['\'', '"']) {
+            continue;
+        }
+        let value = value.trim_matches(['\'', '"']);
+        if !value.contains('$') && !value.contains('\\') {
+            chars.push_str(value);
+        }
+    }
+    chars
+}
