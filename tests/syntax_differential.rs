@@ -4,7 +4,8 @@
 //! at a time). Scripts are the corpus cases in `tests/corpus/*.yml`, short generated seeds for the
 //! constructs where grammars and interpreters part ways, and mutants of both (random token
 //! deletions, insertions, swaps and replacements from a seeded xorshift). Every disagreement is
-//! reported, grouped by category; a test fails on any.
+//! reported, grouped by category; the Python test fails on any, the Bash one on more than the
+//! open categories still give at the fixed seed (`BASH_KNOWN`).
 //!
 //! The default run (CI) uses a fixed seed and 2,500 mutants per language (about 5 s for Python and
 //! 10 s for Bash in a debug build on a busy 2-core machine). Longer or different runs (seeds 1 to
@@ -319,19 +320,21 @@ fn python_syntax_agrees_with_cpython() {
     differential(Language::Python);
 }
 
-/// Open: the differential run still finds scripts the layer rejects and `bash -n` accepts, in
-/// categories the grammar cannot express without a parser of our own: operands inside `[[ … ]]`
-/// (bash's own conditional parser), the insides of `${…}` (checked by bash only when expanded), a
-/// word glued to `[` in command position, more words after a here-document's start; and fewer
-/// the other way (a `case` pattern left empty, quotes and `$(` left open across lines, `[[ … ]]`
-/// operands the grammar reads as one). Seeds 1 to 20 at the default count found 510 (57 accepted
-/// only here, 453 rejected only here). Run it with
-/// `cargo test --test syntax_differential -- --ignored` to see them.
+/// Open categories remain: the differential run still finds scripts the layer rejects and `bash
+/// -n` accepts where the grammar cannot express bash without a parser of our own: operands inside
+/// `[[ … ]]` (bash's own conditional parser), nested braces inside `${…}`, a word glued to `[` in
+/// command position, arithmetic `for ((…))` headers bash reads to the first `))`, more words after
+/// a here-document's start; and fewer the other way (a `case` pattern left empty, quotes and `$(`
+/// left open across lines). Seeds 1 to 5 at the default count find 21–33 each (about 1 % of the
+/// mutants). So the bounded run is a ratchet: it reports every disagreement and fails when the
+/// fixed seed finds more than [`BASH_KNOWN`] — lower the bound when a category is closed.
 #[test]
-#[ignore = "open categories of bash -n disagreements remain (see the doc comment)"]
 fn bash_syntax_agrees_with_bash_n() {
     differential(Language::Bash);
 }
+
+/// Disagreements the fixed seed still finds in Bash (all printed by the run); Python's bound is 0.
+const BASH_KNOWN: usize = 11;
 
 #[allow(clippy::print_stdout)] // the report is the point of this test
 fn differential(language: Language) {
@@ -398,9 +401,14 @@ fn differential(language: Language) {
         }
     }
     report(seed, &checked, &disagreements);
+    // The bound holds for the default run only: another seed or count is a survey.
+    let bound = match language {
+        Language::Bash if seed == DEFAULT_SEED && count == DEFAULT_COUNT => BASH_KNOWN,
+        _ => 0,
+    };
     assert!(
-        disagreements.is_empty(),
-        "{} disagreement(s) with the interpreter (seed {seed:#x})",
+        disagreements.len() <= bound,
+        "{} disagreement(s) with the interpreter (seed {seed:#x}; at most {bound} are known)",
         disagreements.len()
     );
 }

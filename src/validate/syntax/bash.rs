@@ -171,7 +171,7 @@ impl BashSyntax {
             self.check_heredoc_end(node, src, pos, out);
         }
         if node.kind_id() == self.heredoc_start
-            && let Some(wanted) = glued_delimiter(node, src)
+            && let Some(wanted) = unterminated_delimiter(node, src)
         {
             out.push(finding(
                 pos,
@@ -397,21 +397,38 @@ impl BashSyntax {
     }
 }
 
-/// `<<'K'x`: bash's delimiter is the whole word (`Kx`, quotes removed), the grammar's only the
-/// quoted part. Returns bash's delimiter when no line of the rest of the script matches it (bash
-/// then reads to end of file).
-fn glued_delimiter(start: Node<'_>, src: &str) -> Option<String> {
+/// A word as bash reads it once its quotes are removed: a backslash keeps the next character,
+/// single quotes keep everything, double quotes keep all but `\` before `\`, `"`, `$` or `` ` ``.
+fn quotes_removed(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut chars = word.chars();
+    let mut quote = None;
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (None, '\\') => out.extend(chars.next()),
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), _) if c == q => quote = None,
+            (Some('"'), '\\') => match chars.next() {
+                Some(n @ ('\\' | '"' | '$' | '`')) => out.push(n),
+                Some(n) => out.extend(['\\', n]),
+                None => out.push('\\'),
+            },
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// bash's delimiter of the here-document `start` opens, when no line of the rest of the script
+/// matches it (bash then reads to end of file). The delimiter is the whole word, quotes removed:
+/// for `<<'K'x` it is `Kx`, where the grammar sees only the quoted part; and the grammar's scanner
+/// ends some bodies (those holding expansions) at a line that is not the delimiter at all.
+fn unterminated_delimiter(start: Node<'_>, src: &str) -> Option<String> {
     let from = start.start_byte();
     let word_end = src[from..]
         .find([' ', '\t', '\n', ';', '&', '|', '<', '>', '(', ')'])
         .map_or(src.len(), |i| from + i);
-    if word_end <= start.end_byte() {
-        return None;
-    }
-    let wanted: String = src[from..word_end]
-        .chars()
-        .filter(|c| !matches!(c, '\'' | '"' | '\\'))
-        .collect();
+    let wanted = quotes_removed(&src[from..word_end]);
     let strips_tabs = src[..from].trim_end().ends_with("<<-");
     let body = src[word_end..]
         .split_once('\n')

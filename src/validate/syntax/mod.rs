@@ -215,6 +215,15 @@ mod tests {
     ];
 
     const BASH: &[(&str, Option<&str>)] = &[
+        // A `{` glued to a word is part of the word, a lone `$` a literal dollar.
+        ("{echo \"x\"\nls | {amount, b}\n", None),
+        ("{echo;}\n", Some("unexpected-token")),
+        ("printf '%s' $ x\n[[ -n $a && $ =~ ^x ]]\n", None),
+        // `${#x-}` and `${@[a]}` fail only when expanded; `$(` + newline + `)` is empty.
+        ("echo ${#x-} ${@[a]}\nmake -j\"$(\n)\"n\n", None),
+        // The grammar ends a body with an expansion at a line that is not the delimiter.
+        ("cat <<EOFX\n$x\nEOF\n", Some("unterminated-heredoc")),
+        ("cat <<EOFX\n$x\nEOFX\n", None),
         ("f() { }\n", Some("unexpected-token")),
         ("{ }\n", Some("unexpected-token")),
         (

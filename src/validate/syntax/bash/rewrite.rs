@@ -49,6 +49,7 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
     edits.extend(empty_backquotes(src));
     edits.extend(word_hashes(src));
     edits.extend(lone_dollars(src));
+    edits.extend(glued_braces(src));
     edits.extend(words::test_brackets(src));
     edits.extend(words::read_write_redirects(src));
     edits.extend(words::negated_compounds(src));
@@ -71,7 +72,12 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
         }
         // An empty `$( )` becomes a quoted blank, `'  '`: still one word, as bash sees it.
         if src[range.start] == b'$' && src.get(range.start + 1) == Some(&b'(') {
-            bytes[range.clone()].fill(b' ');
+            // Newlines stay where they are (quoted), so the lines keep their numbers.
+            for b in &mut bytes[range.clone()] {
+                if *b != b'\n' {
+                    *b = b' ';
+                }
+            }
             bytes[range.start] = b'\'';
             bytes[range.end - 1] = b'\'';
         } else if src[range.start] == b'`' {
@@ -99,7 +105,7 @@ fn empty_command_substitutions(src: &[u8]) -> impl Iterator<Item = std::ops::Ran
     memchr::memmem::find_iter(src, b"$(").filter_map(move |at| {
         let blanks = src[at + 2..]
             .iter()
-            .take_while(|b| matches!(b, b' ' | b'\t'))
+            .take_while(|b| matches!(b, b' ' | b'\t' | b'\n'))
             .count();
         let close = at + 2 + blanks;
         (src.get(close) == Some(&b')')).then_some(at..close + 1)
@@ -141,6 +147,9 @@ fn lone_dollars(src: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_
         let literal = matches!(
             next,
             b'|' | b'&'
+                | b' '
+                | b'\t'
+                | b'\n'
                 | b';'
                 | b'<'
                 | b'>'
@@ -157,6 +166,33 @@ fn lone_dollars(src: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_
                 | b')'
         );
         (!escaped && literal).then_some(at..at + 1)
+    })
+}
+
+/// A `{` glued to the next character in command position (`{echo hi`, `| {amount, x}`) is part of
+/// a word for bash, not the reserved word that opens a group; the grammar opens a group. It becomes
+/// `_`. Brace lists (`{rm,-rf,/}`) are left to [`brace_lists_to_words`].
+fn glued_braces(src: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    memchr::memchr_iter(b'{', src).filter_map(move |at| {
+        let next = *src.get(at + 1)?;
+        if matches!(next, b' ' | b'\t' | b'\n' | b'}') {
+            return None;
+        }
+        let before = src[..at]
+            .iter()
+            .rev()
+            .find(|b| !matches!(b, b' ' | b'\t'))
+            .copied();
+        if !before.is_none_or(|b| matches!(b, b'\n' | b';' | b'|' | b'&')) {
+            return None;
+        }
+        let end = src[at..]
+            .iter()
+            .position(|b| matches!(b, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|'))
+            .map_or(src.len(), |p| at + p);
+        let word = &src[at..end];
+        let list = word.len() > 2 && word.ends_with(b"}") && word.contains(&b',');
+        (!list).then_some(at..at + 1)
     })
 }
 

@@ -151,10 +151,13 @@ pub fn malformed_expansions(src: &[u8]) -> impl Iterator<Item = Range<usize>> + 
 /// `[!#]name[[subscript]][operator rest]`, the shapes of a parameter expansion.
 fn well_formed(inside: &[u8]) -> bool {
     let mut s = inside;
+    // `${#name}` takes no operator after the name (bash says so only when it runs).
+    let mut length = false;
     if let Some(rest) = s.strip_prefix(b"!").or_else(|| s.strip_prefix(b"#")) {
         if rest.is_empty() {
             return true; // `${#}`, `${!}`
         }
+        length = s[0] == b'#';
         s = rest;
     }
     let name = if s[0].is_ascii_alphabetic() || s[0] == b'_' {
@@ -168,8 +171,12 @@ fn well_formed(inside: &[u8]) -> bool {
     } else {
         return false;
     };
+    let special = !(s[0].is_ascii_alphabetic() || s[0] == b'_');
     s = &s[name..];
     if let Some(rest) = s.strip_prefix(b"[") {
+        if special {
+            return false; // `${@[x]}`: only names have subscripts
+        }
         let Some(close) = rest.iter().position(|b| *b == b']') else {
             return false;
         };
@@ -180,6 +187,9 @@ fn well_formed(inside: &[u8]) -> bool {
     }
     if s.is_empty() {
         return true;
+    }
+    if length {
+        return false;
     }
     let ops: [&[u8]; 20] = [
         b":-", b":=", b":+", b":?", b"##", b"%%", b"//", b"/#", b"/%", b"^^", b",,", b"-", b"=",
