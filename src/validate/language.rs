@@ -35,6 +35,16 @@ pub fn check(declared: Language, text: &str) -> Option<Finding> {
             1,
         ));
     }
+    // A first line only a third language writes (`<?php`, `@echo off`, `package main`) settles it
+    // whatever follows, even lines that look like the declared language's (`echo Hello %NAME%`).
+    if let Some(name) = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .and_then(foreign::decisive)
+    {
+        return Some(unsupported(name, declared));
+    }
     // One typical line of the declared language settles it (the common case, so it is checked first).
     if signals(declared, text, 1) > 0 {
         return None;
@@ -246,6 +256,29 @@ mod tests {
         assert_eq!(f.rule, "unsupported-language");
         let perl = "use strict;\nmy $x = 1;\nprint \"$x\\n\";\n";
         assert!(mislabelled(Language::Bash, perl).is_some_and(|f| f.message.contains("Perl")));
+    }
+
+    #[test]
+    fn javascript_r_and_batch_that_parse_as_the_declared_language() {
+        for (declared, script, name) in [
+            (
+                Language::Python,
+                "console.log(\"starting\");\nprocess.exit(0);\n",
+                "JavaScript",
+            ),
+            (Language::Python, "x <- c(1, 2, 3)\ny <- x * 2\n", "R"),
+            (
+                Language::Bash,
+                "@echo off\nset NAME=world\necho Hello %NAME%\n",
+                "Batch",
+            ),
+        ] {
+            let f = check(declared, script).expect(name);
+            assert!(f.message.contains(name), "{}", f.message);
+        }
+        // A stray `;` in Python is not another language.
+        let py = "import os\nos.makedirs('out', exist_ok=True);\nprint('done')\n";
+        assert!(check(Language::Python, py).is_none());
     }
 
     #[test]

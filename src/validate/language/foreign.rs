@@ -39,9 +39,11 @@ fn shebang(text: &str) -> Option<&'static str> {
 }
 
 /// A line no Python or Bash script writes, and that settles the language by itself.
-fn decisive(l: &str) -> Option<&'static str> {
+pub(super) fn decisive(l: &str) -> Option<&'static str> {
     let name = if l.starts_with("<?php") {
         "PHP"
+    } else if l.eq_ignore_ascii_case("@echo off") {
+        "Batch"
     } else if l == "package main" || l.starts_with("func main()") {
         "Go"
     } else if l.starts_with("#include <") || l.starts_with("#include \"") {
@@ -77,6 +79,7 @@ fn typical(l: &str) -> Option<&'static str> {
         || l.contains(") => {")
         || l.starts_with("document.")
         || l.contains("process.argv")
+        || method_statement(l)
     {
         "JavaScript"
     } else if (first == "my" || first == "our") && l.contains(['$', '@', '%']) && semi
@@ -126,10 +129,63 @@ fn typical(l: &str) -> Option<&'static str> {
         "SQL"
     } else if first == "local" && l.contains(" = ") && !l.contains('$') {
         "Lua"
+    } else if r_assignment(l) || l.starts_with("library(") {
+        "R"
+    } else if batch(l) {
+        "Batch"
     } else {
         return None;
     };
     Some(name)
+}
+
+/// `process.exit(0);`, `fs.writeFileSync(p, data);`: a method called on an object as a statement
+/// closed by `;`. Python allows the `;` but never needs it; in Bash the parentheses do not parse.
+fn method_statement(l: &str) -> bool {
+    let Some(body) = l.strip_suffix(");") else {
+        return false;
+    };
+    let callee = &body[..body.find('(').unwrap_or(0)];
+    let mut parts = callee.split('.');
+    callee.contains('.')
+        && parts.all(|p| {
+            p.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '$')
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+        })
+}
+
+/// `x <- c(1, 2)`: R's assignment. In Python it is a comparison thrown away, in Bash a command
+/// with an input redirection from a file named `-`.
+fn r_assignment(l: &str) -> bool {
+    l.split_once(" <- ").is_some_and(|(name, _)| {
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$'))
+    })
+}
+
+/// Windows batch files: `REM` comments, `set NAME=value`, `%NAME%` expansions, `goto`.
+fn batch(l: &str) -> bool {
+    let upper = l.to_ascii_uppercase();
+    let expands = l.split('%').skip(1).step_by(2).next().is_some_and(|name| {
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    }) && l.matches('%').count() >= 2;
+    upper.starts_with("REM ")
+        || upper.starts_with("GOTO ")
+        || upper.starts_with("IF ERRORLEVEL ")
+        || upper.starts_with("IF EXIST ")
+        || (upper.starts_with("SET ") && assigns(&l[4..]))
+        || (upper.starts_with("ECHO ") && expands)
+}
+
+/// `NAME=value` after batch's `set` (bash's `set` takes options or positional words).
+fn assigns(rest: &str) -> bool {
+    rest.split_once('=').is_some_and(|(name, _)| {
+        name.starts_with(|c: char| c.is_ascii_alphabetic())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
 }
 
 fn powershell(l: &str) -> bool {
@@ -327,6 +383,21 @@ mod tests {
         let ps = "$ProgressPreference = 'SilentlyContinue'\n$dest = Join-Path $HOME \"tools\"\nif (-not (Test-Path $dest)) { New-Item -ItemType Directory $dest | Out-Null }\nExpand-Archive -Path pkg.zip -DestinationPath $dest\n$script:count += 1\n";
         let found = detect(ps).expect("PowerShell");
         assert_eq!((found.name, found.lines), ("PowerShell", 5));
+        let js = "console.log(\"starting\");\nprocess.exit(0);\n";
+        assert_eq!(name(js), Some("JavaScript"));
+        let r = "x <- c(1, 2, 3)\ny <- mean(x)\nlibrary(ggplot2)\n";
+        assert_eq!((name(r), detect(r).map(|f| f.lines)), (Some("R"), Some(3)));
+        let bat = "@echo off\nset NAME=world\necho Hello %NAME%\n";
+        assert!(detect(bat).is_some_and(|f| f.name == "Batch" && f.decisive && f.lines == 3));
+        for not_foreign in [
+            "set -euo pipefail",
+            "set -- a b",
+            "echo \"50% done\"",
+            "print(x);",
+            "if x <-1:",
+        ] {
+            assert_eq!(name(not_foreign), None, "{not_foreign}");
+        }
         for not_ps in [
             "x=$(date)",
             "$CMD --flag",
