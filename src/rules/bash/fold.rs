@@ -92,7 +92,9 @@ impl BashSem<'_> {
                 Some(value) => value.clone(),
                 // The home directory, as `~` (what path rules compare with).
                 None if name == "HOME" => Some("~".into()),
-                None => None,
+                // Set only by the environment: `${PREFIX:-/usr}` is its default whenever the
+                // caller leaves it unset, the case a rule must assume.
+                None => constant_default(inner),
             }
         } else if kind == k.command_substitution {
             self.fold_substitution(node, d)
@@ -245,6 +247,22 @@ fn value_of_name(inner: &str) -> Option<&str> {
             .iter()
             .any(|o| op.starts_with(o));
     (keeps && !name.is_empty()).then_some(name)
+}
+
+/// The default of `NAME:-word`, `NAME-word`, `NAME:=word` or `NAME=word` when the word is a
+/// constant (no expansion, substitution or quote inside). Positional parameters (`${1:-x}`) are
+/// the caller's arguments, not the environment: they do not fold.
+fn constant_default(inner: &str) -> Option<String> {
+    if !inner.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        return None;
+    }
+    let split = inner.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+    let op = &inner[split..];
+    let word = [":-", ":=", "-", "="]
+        .iter()
+        .find_map(|o| op.strip_prefix(o))?;
+    (!word.is_empty() && !word.contains(['$', '`', '"', '\'', '\\', '{', '}']))
+        .then(|| word.to_string())
 }
 
 pub(super) fn unescape_word(s: &str) -> String {
