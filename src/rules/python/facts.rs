@@ -19,6 +19,9 @@ pub enum Binding<'t> {
     /// The variable of `for x in iterable`, bound to each item; in `for a, b in iterable` the
     /// position of the name in the target.
     Item(Node<'t>, Option<u8>),
+    /// A loop variable rebound from itself in the loop (`for p in paths: p = expanduser(p)`): the
+    /// value, in which the name stands for each item of the iterable (as in [`Binding::Item`]).
+    Refined(Node<'t>, Node<'t>, Option<u8>),
     /// Bound more than once, or in a way the walk does not follow.
     Many,
 }
@@ -218,7 +221,15 @@ impl<'t> PyFacts<'t> {
             return;
         }
         let name = ident(left, src);
-        self.record(name.clone(), Binding::Value(right));
+        let refines = matches!(self.bindings.get(&name), Some(Binding::Item(..)))
+            && mentions(k, right, &name, src);
+        match self.bindings.get(&name).copied() {
+            Some(Binding::Item(iterable, at)) if refines => {
+                self.bindings
+                    .insert(name.clone(), Binding::Refined(right, iterable, at));
+            }
+            _ => self.record(name.clone(), Binding::Value(right)),
+        }
         let sem = PySem::new(k, self, src);
         let folded = sem.fold(right);
         let names = if folded.is_none() && is_name_expr(k, right) {
@@ -293,4 +304,14 @@ impl<'t> PyFacts<'t> {
 
 fn text_of<'s>(node: Node<'_>, src: &'s str) -> &'s str {
     src.get(node.byte_range()).unwrap_or("")
+}
+
+/// Whether the expression `node` uses the name `name` (`expanduser(p)` uses `p`).
+fn mentions(k: &PyKinds, node: Node<'_>, name: &str, src: &str) -> bool {
+    if node.kind_id() == k.identifier {
+        return ident(node, src) == name;
+    }
+    let mut cursor = node.walk();
+    node.named_children(&mut cursor)
+        .any(|c| mentions(k, c, name, src))
 }

@@ -56,6 +56,9 @@ impl<'a> PySem<'a> {
             match self.binding(&ident(node, self.src)) {
                 Some(Binding::Value(v)) => self.prefixes_at(v, d),
                 Some(Binding::Item(iterable, at)) => self.item_prefixes(iterable, at, d),
+                Some(Binding::Refined(value, iterable, at)) => {
+                    self.refined_prefixes(node, value, iterable, at, d)
+                }
                 _ => Vec::new(),
             }
         } else if kind == k.binary_operator {
@@ -213,6 +216,34 @@ impl<'a> PySem<'a> {
 
     /// The prefixes of the items of `iterable` (of the `at`-th element of each item, for
     /// `for a, b in …`): the elements of a literal, the files a glob or a walk yields.
+    /// `for p in ["~/.netrc", …]: p = os.path.expanduser(p)`: the value once per constant item,
+    /// with `var` standing for the item; the items' own prefixes when they are not constants.
+    fn refined_prefixes(
+        &self,
+        var: Node<'a>,
+        value: Node<'a>,
+        iterable: Node<'a>,
+        at: Option<u8>,
+        d: u8,
+    ) -> Vec<String> {
+        if self.bound.is_none()
+            && at.is_none()
+            && let Some(items) = self.literal_items(iterable, 0)
+        {
+            return items
+                .into_iter()
+                .flat_map(|item| {
+                    PySem {
+                        bound: Some((var, item)),
+                        ..*self
+                    }
+                    .prefixes_at(value, d)
+                })
+                .collect();
+        }
+        self.item_prefixes(iterable, at, d)
+    }
+
     fn item_prefixes(&self, iterable: Node<'a>, at: Option<u8>, d: u8) -> Vec<String> {
         let k = self.k;
         let kind = iterable.kind_id();

@@ -36,7 +36,7 @@ impl<'a> PySem<'a> {
         }
         if node.kind_id() == self.k.identifier {
             return match self.binding(&ident(node, self.src))? {
-                Binding::Item(iterable, None) => {
+                Binding::Item(iterable, None) | Binding::Refined(_, iterable, None) => {
                     let items = self.literal_items(iterable, 0)?;
                     (items.len() <= MAX_ITEMS).then_some((node, items))
                 }
