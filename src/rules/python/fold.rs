@@ -342,6 +342,9 @@ impl<'a> PySem<'a> {
                 })
                 .collect();
         }
+        if node.kind_id() == k.generator_expression || node.kind_id() == k.list_comprehension {
+            return self.fold_comprehension(node, d);
+        }
         // `parts = ["ghp_", "…"]; "".join(parts)`: a name bound once to a list or tuple literal.
         if node.kind_id() == k.identifier
             && d > 0
@@ -352,6 +355,41 @@ impl<'a> PySem<'a> {
         }
         let s = self.fold_at(node, d)?;
         Some(s.chars().map(String::from).collect())
+    }
+
+    /// `chr(c) for c in (115, 121, …)` and `p for p in parts`: one loop over constant items whose
+    /// body is the variable or `chr` of it (how names are spelt out to hide them).
+    fn fold_comprehension(&self, node: Node<'_>, d: u8) -> Option<Vec<String>> {
+        let k = self.k;
+        let body = node.child_by_field_id(k.f_body)?;
+        let mut clauses =
+            crate::rules::grammar::children(node).filter(|c| c.is_named() && c.id() != body.id());
+        let clause = clauses.next().filter(|c| c.kind_id() == k.for_in_clause)?;
+        if clauses.next().is_some() {
+            return None; // a second `for` or an `if`
+        }
+        let var = clause.child_by_field_id(k.f_left)?;
+        let items = clause.child_by_field_id(k.f_right)?;
+        let is_var =
+            |n: Node<'_>| n.kind_id() == k.identifier && text(n, self.src) == text(var, self.src);
+        let as_chr = function_of(body)
+            .filter(|f| text(*f, self.src) == "chr")
+            .and_then(|_| self.positional(body).first().copied())
+            .is_some_and(is_var);
+        if var.kind_id() != k.identifier || !(is_var(body) || as_chr) {
+            return None;
+        }
+        let values = self.fold_items(items, d)?;
+        if !as_chr {
+            return Some(values);
+        }
+        values
+            .iter()
+            .map(|v| {
+                let code = parse_int(v)?;
+                char::from_u32(u32::try_from(code).ok()?).map(String::from)
+            })
+            .collect()
     }
 
     pub(super) fn fold_byte_list(&self, list: Node<'_>) -> Option<String> {
