@@ -38,9 +38,18 @@ pub fn fold_all<'t>(nodes: &[Node<'t>], src: &str, sem: &Sem<'_>) -> Vec<Folded<
             Sem::Python(_) => fold_format(node, src, sem),
             Sem::Bash(_) => None,
         };
-        let Some(value) = sem.fold(node).or_else(format) else {
+        let Some(mut value) = sem.fold(node).or_else(format) else {
             continue;
         };
+        // A key decoded to raw bytes (`bytes.fromhex("74808e…")`) is scanned as its encoded literal:
+        // that is the secret's printable form.
+        if value
+            .chars()
+            .any(|c| c.is_control() || c == char::REPLACEMENT_CHARACTER)
+            && let Some(encoded) = decoded_literal(node, src, sem)
+        {
+            value = encoded;
+        }
         covered_until = node.end_byte();
         if value.len() < 8 {
             continue;
@@ -74,7 +83,7 @@ fn assembles(node: Node<'_>, src: &str) -> bool {
         // `call: function arguments`
         "call" => node.child(0).is_some_and(|f| {
             let name = &src[f.byte_range()];
-            name.ends_with(".format") || name.ends_with(".join")
+            name.ends_with(".format") || name.ends_with(".join") || decodes(name)
         }),
         // Python f-string with an interpolation, or a Bash double-quoted string with an expansion.
         "string" => {
@@ -94,6 +103,42 @@ fn assembles(node: Node<'_>, src: &str) -> bool {
                     > 1
         }
         _ => false,
+    }
+}
+
+/// Functions and methods that decode an encoded literal (`bytes.fromhex`, `base64.b64decode`,
+/// `binascii.unhexlify`, `.decode()` of their result).
+fn decodes(callee: &str) -> bool {
+    const DECODERS: &[&str] = &[
+        ".decode",
+        "fromhex",
+        "b64decode",
+        "b32decode",
+        "b16decode",
+        "unhexlify",
+        "a2b_hex",
+        "a2b_base64",
+        "decodebytes",
+    ];
+    DECODERS.iter().any(|d| callee.ends_with(d))
+}
+
+/// The constant first argument of the innermost decoder call in `node` (`bytes.fromhex(<this>)`
+/// inside `bytes.fromhex(…).decode()`).
+fn decoded_literal(node: Node<'_>, src: &str, sem: &Sem<'_>) -> Option<String> {
+    let mut call = node;
+    loop {
+        let func = call.child(0)?;
+        let args = call.child(1)?;
+        let first = args.named_child(0);
+        if func.kind() == "attribute"
+            && src[func.byte_range()].ends_with(".decode")
+            && let Some(inner) = func.child(0).filter(|o| o.kind() == "call")
+        {
+            call = inner;
+            continue;
+        }
+        return first.and_then(|a| sem.fold(a)).filter(|v| v.len() >= 16);
     }
 }
 
