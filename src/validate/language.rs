@@ -164,6 +164,20 @@ fn python_line(l: &str) -> bool {
         || l.starts_with("except")
         || (l.starts_with("for ") && l.contains(" in ") && l.ends_with(':'))
         || (l.starts_with("with ") && l.ends_with(':'))
+        || l.starts_with("\"\"\"")
+        || l.starts_with("'''")
+        || spaced_assignment(l)
+}
+
+/// `DEBUG = False`: a name, ` = `, a value, no `;` (in Bash a command named DEBUG; other languages
+/// declare with a keyword or end with `;`, and PHP's and PowerShell's names start with `$`).
+fn spaced_assignment(l: &str) -> bool {
+    l.split_once(" = ").is_some_and(|(name, value)| {
+        name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !value.is_empty()
+            && !value.ends_with(';')
+    })
 }
 
 fn bash_line(l: &str) -> bool {
@@ -256,6 +270,15 @@ mod tests {
         assert_eq!(f.rule, "unsupported-language");
         let perl = "use strict;\nmy $x = 1;\nprint \"$x\\n\";\n";
         assert!(mislabelled(Language::Bash, perl).is_some_and(|f| f.message.contains("Perl")));
+    }
+
+    #[test]
+    fn python_settings_submitted_as_bash() {
+        let settings = "\"\"\"Project settings.\"\"\"\nimport os\nDEBUG = False\nALLOWED_HOSTS = []\nTIME_ZONE = \"UTC\"\n";
+        assert_eq!(
+            check(Language::Bash, settings).map(|f| f.rule),
+            Some("language-mismatch".into())
+        );
     }
 
     #[test]

@@ -127,6 +127,18 @@ mod tests {
         ("class C[T]: pass\n", Some("newer-python")),
         ("def f(x: list[int]) -> dict[str, int]: pass\n", None),
         ("try:\n    pass\nexcept* ValueError:\n    pass\n", None),
+        (
+            "try:\n    pass\nexcept*:\n    pass\n",
+            Some("invalid-syntax"),
+        ),
+        (
+            "try:\n    pass\nexcept* ValueError:\n    pass\nexcept TypeError:\n    pass\n",
+            Some("invalid-syntax"),
+        ),
+        (
+            "try:\n    pass\nexcept* ValueError:\n    pass\nexcept* (TypeError, KeyError) as e:\n    pass\n",
+            None,
+        ),
         ("import \nshutil\n", Some("invalid-syntax")),
         ("x = a +\n    b\n", Some("invalid-syntax")),
         ("if a +\n    b:\n    pass\n", Some("invalid-syntax")),

@@ -198,7 +198,7 @@ impl Forms {
         } else if kind == self.future_import_statement {
             future_features(node, src)
         } else if kind == self.except_clause {
-            bare_except_not_last(node)
+            bare_except_not_last(node).or_else(|| except_star(node))
         } else if kind == self.as_pattern {
             targets::as_target(node)
         } else if kind == self.type_alias_statement {
@@ -368,6 +368,28 @@ fn bare_except_not_last(clause: Node<'_>) -> Option<Problem> {
         (
             "invalid-syntax",
             "default 'except:' must be last".to_string(),
+        )
+    })
+}
+
+/// `except*` needs exception types (`except*:` is refused), and one `try` has either `except`
+/// clauses or `except*` clauses, never both.
+fn except_star(clause: Node<'_>) -> Option<Problem> {
+    let star = |c: Node<'_>| c.child(1).is_some_and(|t| t.kind() == "*");
+    if star(clause) && clause.child_by_field_name("value").is_none() {
+        return Some((
+            "invalid-syntax",
+            "expected one or more exception types".to_string(),
+        ));
+    }
+    let first = clause
+        .parent()?
+        .named_children(&mut clause.walk())
+        .find(|c| c.kind() == clause.kind())?;
+    (first.id() != clause.id() && star(first) != star(clause)).then(|| {
+        (
+            "invalid-syntax",
+            "cannot have both 'except' and 'except*' on the same 'try'".to_string(),
         )
     })
 }
