@@ -312,6 +312,8 @@ impl<'a> PySem<'a> {
             "replace" => Some(self.fold_at(object, d)?.replace(&arg(0)?, &arg(1)?)),
             "format" => str_format(&self.fold_at(object, d)?, &self.fold_args(args, d)?, &[]),
             "fromhex" => decode_hex(&arg(0)?),
+            // pathlib: `Path("~/.bashrc").expanduser()` keeps `~`, as path rules compare with it
+            "expanduser" if args.is_empty() => self.fold_at(object, d),
             _ => None,
         }
     }
