@@ -163,7 +163,15 @@ impl Kinds {
             &[
                 (
                     FACT,
-                    kind(&sh, &["variable_assignment", "for_statement", "command"]),
+                    kind(
+                        &sh,
+                        &[
+                            "variable_assignment",
+                            "for_statement",
+                            "command",
+                            "function_definition",
+                        ],
+                    ),
                 ),
                 (SYNTAX, sh_syntax.kinds()),
                 (SITE, vec![sh_kinds.command]),

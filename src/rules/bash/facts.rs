@@ -1,5 +1,6 @@
 //! What the one walk learns about a Bash script's variables: constants (assigned once, or
-//! appended to in document order) and the words loop variables run over.
+//! appended to in document order), the words loop variables run over, arrays of constants,
+//! aliases, and functions that run their arguments as a command.
 
 use rustc_hash::FxHashMap;
 use tree_sitter::Node;
@@ -14,16 +15,46 @@ pub struct BashFacts {
     pub(super) consts: FxHashMap<String, Option<String>>,
     /// Loop variables of `for v in WORDS`: the words' values when all are constants.
     pub(super) loops: FxHashMap<String, Option<Vec<String>>>,
+    /// Arrays assigned once to constant words (`parts=(c u r l)`).
+    pub(super) arrays: FxHashMap<String, Option<Vec<String>>>,
+    /// Aliases defined once to a constant (`alias tidy='rm -rf'`).
+    pub(crate) aliases: FxHashMap<String, Option<String>>,
+    /// Functions whose body runs their arguments as a command (`run() { "$@"; }`, and a function
+    /// that passes `"$@"` on to one of those).
+    pub(crate) runners: rustc_hash::FxHashSet<String>,
 }
 
 impl BashFacts {
     pub fn observe(&mut self, k: &BashKinds, node: Node<'_>, src: &str) {
         let kind = node.kind_id();
-        if kind == k.variable_assignment {
+        if kind == k.function_definition {
+            self.observe_function(k, node, src);
+        } else if kind == k.variable_assignment {
             let Some(name) = node.child_by_field_id(k.f_name) else {
                 return;
             };
             let name = text(name, src).to_string();
+            if let Some(array) = node
+                .child_by_field_id(k.f_value)
+                .filter(|v| v.kind_id() == k.array)
+            {
+                let sem = BashSem {
+                    k,
+                    facts: self,
+                    src,
+                    interpreters: None,
+                };
+                let words: Option<Vec<String>> = array
+                    .named_children(&mut array.walk())
+                    .map(|w| sem.fold(w))
+                    .collect();
+                let value = if self.arrays.contains_key(&name) {
+                    None
+                } else {
+                    words
+                };
+                self.arrays.insert(name.clone(), value);
+            }
             let value = match node.child_by_field_id(k.f_value) {
                 Some(v) => BashSem {
                     k,
@@ -79,6 +110,10 @@ impl BashFacts {
                 self.consts.insert(var, value);
                 return;
             }
+            if name == Some("alias") {
+                self.observe_alias(k, node, src);
+                return;
+            }
             if matches!(
                 name,
                 Some("read" | "mapfile" | "readarray" | "printf" | "getopts")
@@ -95,6 +130,56 @@ impl BashFacts {
 }
 
 impl BashFacts {
+    /// `alias name='value'`: the value, when constant and the name is defined once.
+    fn observe_alias(&mut self, k: &BashKinds, node: Node<'_>, src: &str) {
+        for arg in children_in_field(node, k.f_argument) {
+            let sem = BashSem {
+                k,
+                facts: self,
+                src,
+                interpreters: None,
+            };
+            let Some((name, value)) = sem.fold(arg).and_then(|a| {
+                let (n, v) = a.split_once('=')?;
+                Some((n.to_string(), v.to_string()))
+            }) else {
+                continue;
+            };
+            let value = (!self.aliases.contains_key(&name)).then_some(value);
+            self.aliases.insert(name, value);
+        }
+    }
+
+    /// A function whose body has a command named `"$@"` (or `$*`), or one calling a known runner
+    /// with `"$@"` first: calling it runs its arguments.
+    fn observe_function(&mut self, k: &BashKinds, node: Node<'_>, src: &str) {
+        let Some(name) = node.child_by_field_id(k.f_name) else {
+            return;
+        };
+        let Some(body) = node.child_by_field_id(k.f_body) else {
+            return;
+        };
+        let all_args =
+            |t: &str| matches!(t, "\"$@\"" | "$@" | "\"${@}\"" | "${@}" | "$*" | "\"$*\"");
+        let mut stack = vec![body];
+        while let Some(n) = stack.pop() {
+            if n.kind_id() == k.command {
+                let head = n.child_by_field_id(k.f_name).map(|c| text(c, src));
+                let first = children_in_field(n, k.f_argument)
+                    .first()
+                    .map(|a| text(*a, src));
+                let runs = head.is_some_and(all_args)
+                    || (head.is_some_and(|h| self.runners.contains(h))
+                        && first.is_some_and(all_args));
+                if runs {
+                    self.runners.insert(text(name, src).to_string());
+                    return;
+                }
+            }
+            stack.extend(n.named_children(&mut n.walk()));
+        }
+    }
+
     /// `printf -v var FORMAT ARGS…`: the variable, and its value when the format (with `%s`
     /// fields only) and the arguments are constants.
     fn printf_to_variable(

@@ -87,6 +87,9 @@ impl BashSem<'_> {
             {
                 return self.facts.consts.get(target.as_str()).cloned().flatten();
             }
+            if let Some(part) = self.substring(inner) {
+                return Some(part);
+            }
             let name = value_of_name(inner)?;
             match self.facts.consts.get(name) {
                 Some(value) => value.clone(),
@@ -173,6 +176,33 @@ impl BashSem<'_> {
         Some(output.trim_end_matches('\n').to_string())
     }
 
+    /// `"${parts[@]}"` (or `${parts[*]}`) of an array of constants: its words, as a command's
+    /// arguments.
+    fn array_words(&self, node: Node<'_>) -> Option<Vec<String>> {
+        let t = text(node, self.src).trim_matches('"');
+        let name = t
+            .strip_prefix("${")?
+            .strip_suffix("[@]}")
+            .or_else(|| t.strip_prefix("${")?.strip_suffix("[*]}"))?;
+        self.facts.arrays.get(name)?.clone()
+    }
+
+    /// `${s:2:5}`, `${s:3}`: a slice of a constant, by character offset and length.
+    fn substring(&self, inner: &str) -> Option<String> {
+        let (name, range) = inner.split_once(':')?;
+        let (offset, length) = match range.split_once(':') {
+            Some((o, l)) => (o.trim(), Some(l.trim())),
+            None => (range.trim(), None),
+        };
+        let offset: usize = offset.parse().ok()?;
+        let value = self.facts.consts.get(name)?.as_ref()?;
+        let rest = value.chars().skip(offset);
+        Some(match length {
+            Some(l) => rest.take(l.parse().ok()?).collect(),
+            None => rest.collect(),
+        })
+    }
+
     /// The output of a constant command: `printf`/`echo` of constants, a decoder (`base64 -d`,
     /// `xxd -r -p`, `rev`) reading `input`, or `which`/`command -v`/`type -P` of a name (the name:
     /// what path rules and interpreter lookups compare).
@@ -181,10 +211,13 @@ impl BashSem<'_> {
             return None;
         }
         let name = self.fold_at(command.child_by_field_id(self.k.f_name)?, d)?;
-        let args: Vec<String> = children_in_field(command, self.k.f_argument)
-            .into_iter()
-            .map(|a| self.fold_at(a, d))
-            .collect::<Option<_>>()?;
+        let mut args: Vec<String> = Vec::new();
+        for a in children_in_field(command, self.k.f_argument) {
+            match self.array_words(a) {
+                Some(words) => args.extend(words),
+                None => args.push(self.fold_at(a, d)?),
+            }
+        }
         let flags = |wanted: &[&str]| args.iter().any(|a| wanted.contains(&a.as_str()));
         let output = match (base_name(&name), input) {
             ("printf", None) => {

@@ -18,6 +18,8 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
     };
     let mut found: Vec<Embedded<'t>> = words::split_command_line(sem, command)
         .into_iter()
+        .chain(words::alias_expansion(sem, command))
+        .chain(words::function_runs_arguments(sem, command))
         .collect();
     let (invocations, hot) = cx.bash_invocations(sem, command);
     if !hot {

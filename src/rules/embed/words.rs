@@ -1,6 +1,7 @@
 //! Word splitting: an unquoted `$cmd` as a command's name whose value is a whole command line is
 //! split as the shell splits it (on blanks, and on the separators a constant `IFS=…` adds), so
-//! the line can be checked as Bash code.
+//! the line can be checked as Bash code. The same holds for an alias (its value is put in front of
+//! the arguments) and for a function that runs its arguments (`run() { "$@"; }; run rm -rf /`).
 
 use tree_sitter::Node;
 
@@ -59,4 +60,39 @@ fn ifs(src: &str) -> String {
         }
     }
     chars
+}
+
+/// A command named by an alias the script defines (`alias tidy='rm -rf'; tidy ~/`): the alias's
+/// value with the command's arguments after it, checked as Bash code.
+pub(super) fn alias_expansion<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
+    let name = command.child_by_field_id(sem.k.f_name)?;
+    let value = sem.facts.aliases.get(text(name, sem.src))?.as_ref()?;
+    let rest = &sem.src[name.end_byte()..command.end_byte()];
+    Some(Embedded {
+        interpreter: text(name, sem.src).to_string(),
+        language: Some(Language::Bash),
+        code: Some(format!("{value}{rest}")),
+        anchor: name,
+        verbatim_at: None,
+    })
+}
+
+/// A call of a function that runs its arguments (`step rm -rf /usr`, where `step` passes `"$@"` to
+/// a function whose body is `"$@"`): the arguments, checked as the command they are.
+pub(super) fn function_runs_arguments<'t>(
+    sem: &BashSem<'_>,
+    command: Node<'t>,
+) -> Option<Embedded<'t>> {
+    let name = command.child_by_field_id(sem.k.f_name)?;
+    if !sem.facts.runners.contains(text(name, sem.src)) {
+        return None;
+    }
+    let rest = sem.src[name.end_byte()..command.end_byte()].trim();
+    (!rest.is_empty()).then(|| Embedded {
+        interpreter: text(name, sem.src).to_string(),
+        language: Some(Language::Bash),
+        code: Some(rest.to_string()),
+        anchor: name,
+        verbatim_at: None,
+    })
 }
