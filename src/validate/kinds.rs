@@ -145,6 +145,9 @@ impl Kinds {
             "as_pattern",
             // `opts.update(shell=True)` adds to a dict a later `**opts` passes
             "call",
+            // parameters, bound to what the calls pass (`prune("/etc")`, `map(wipe, paths)`)
+            "function_definition",
+            "lambda",
         ];
         let py_table = table(
             &py,

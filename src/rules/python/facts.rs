@@ -43,6 +43,11 @@ pub struct PyFacts<'t> {
     /// Entries put into a name's dict after it was bound (`opts["shell"] = True`,
     /// `opts.update(shell=True)`, `opts.setdefault("shell", True)`): key and value.
     pub(super) dict_updates: HashMap<String, Vec<(String, Node<'t>)>>,
+    /// Parameters of the script's functions and lambdas: the function and the position; `None`
+    /// when two functions share the name.
+    pub(super) params: HashMap<String, Option<(Node<'t>, u8)>>,
+    /// Calls of a plain name (`prune("/etc")`, `map(wipe, paths)`), where parameters get values.
+    pub(super) calls: Vec<Node<'t>>,
 }
 
 impl<'t> PyFacts<'t> {
@@ -61,6 +66,11 @@ impl<'t> PyFacts<'t> {
             self.observe_for(k, node, src);
         } else if kind == k.call {
             self.observe_dict_update(k, node, src);
+            if super::function_of(node).is_some_and(|f| f.kind_id() == k.identifier) {
+                self.calls.push(node);
+            }
+        } else if kind == k.function_definition || kind == k.lambda {
+            self.observe_parameters(k, node, src);
         } else if kind == k.as_pattern {
             // `with value as name` (and `except E as name`)
             if let (Some(value), Some(alias)) = (node.child(0), node.child_by_field_id(k.f_alias))
@@ -110,6 +120,71 @@ impl<'t> PyFacts<'t> {
             entries.push((key, value));
         }
         self.dict_updates.entry(name).or_default().extend(entries);
+    }
+
+    /// `def f(a, b)`, `lambda p: …`: plain positional parameters (not `*args`, defaults or
+    /// annotations), by position.
+    fn observe_parameters(&mut self, k: &PyKinds, function: Node<'t>, src: &str) {
+        let Some(parameters) = function.child_by_field_id(k.f_parameters) else {
+            return;
+        };
+        let mut cursor = parameters.walk();
+        for (i, p) in parameters.named_children(&mut cursor).enumerate() {
+            if p.kind_id() != k.identifier {
+                continue;
+            }
+            let name = ident(p, src);
+            let entry = (!self.params.contains_key(&name))
+                .then_some((function, u8::try_from(i).unwrap_or(u8::MAX)));
+            self.params.insert(name, entry);
+        }
+    }
+
+    /// What a parameter takes from its function's one call site: the argument at its position
+    /// (`prune("/etc")`), or each item of the iterable `map`/`filter` apply the function to
+    /// (`map(wipe, glob.glob("/etc/*"))`, `map(lambda p: os.remove(p), paths)`).
+    pub(super) fn parameter_binding(&self, name: &str, src: &str) -> Option<Binding<'t>> {
+        let (function, at) = (*self.params.get(name)?)?;
+        let k_name = function
+            .child_by_field_name("name")
+            .or_else(|| {
+                // `wipe = lambda p: …`
+                let parent = function.parent()?;
+                (parent.kind() == "assignment")
+                    .then(|| parent.child_by_field_name("left"))
+                    .flatten()
+            })
+            .map(|n| &src[n.byte_range()]);
+        let mut found = None;
+        for call in &self.calls {
+            let callee = &src[super::function_of(*call)?.byte_range()];
+            let args: Vec<Node<'t>> = call
+                .child_by_field_name("arguments")
+                .map(|a| {
+                    let mut c = a.walk();
+                    a.named_children(&mut c)
+                        .filter(|n| n.kind() != "comment")
+                        .collect()
+                })
+                .unwrap_or_default();
+            let binding = if Some(callee) == k_name {
+                Binding::Value(*args.get(usize::from(at))?)
+            } else if matches!(callee, "map" | "filter")
+                && at == 0
+                && args.len() == 2
+                && (args[0].id() == function.id()
+                    || k_name.is_some_and(|n| &src[args[0].byte_range()] == n))
+            {
+                Binding::Item(args[1], None)
+            } else {
+                continue;
+            };
+            if found.is_some() {
+                return Some(Binding::Many);
+            }
+            found = Some(binding);
+        }
+        found
     }
 
     fn record(&mut self, name: String, binding: Binding<'t>) {

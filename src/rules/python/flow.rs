@@ -21,7 +21,11 @@ const QUOTED: &str = "'…'";
 impl<'a> PySem<'a> {
     /// What a name is bound to (see [`Binding`]).
     pub fn binding(&self, name: &str) -> Option<Binding<'a>> {
-        self.facts.bindings.get(name).copied()
+        self.facts
+            .bindings
+            .get(name)
+            .copied()
+            .or_else(|| self.facts.parameter_binding(name, self.src))
     }
 
     /// The known leading parts of the values an expression can take: its value when it is a
@@ -165,6 +169,13 @@ impl<'a> PySem<'a> {
         if named(&["os.path.join", "posixpath.join"]) {
             return self.join_prefixes(None, &args, d);
         }
+        // `os.environ.get("CACHE_ROOT", "/")`: the default, the value whenever the caller leaves
+        // the variable unset (the case a rule must assume)
+        if named(&["os.getenv", "os.environ.get"])
+            && let Some(default) = args.get(1)
+        {
+            return self.prefixes_at(*default, d);
+        }
         if named(&[
             "pathlib.Path",
             "pathlib.PosixPath",
@@ -296,16 +307,19 @@ impl<'a> PySem<'a> {
                 .map(|p| glob_segments(&p))
                 .unwrap_or_default();
             let glob = match text(method, self.src) {
-                "glob" => pattern,
-                "rglob" => format!("**/{pattern}"),
-                "iterdir" => String::new(),
-                _ => return Vec::new(),
+                "glob" => Some(pattern),
+                "rglob" => Some(format!("**/{pattern}")),
+                "iterdir" => Some(String::new()),
+                // module functions spelt as attributes (`os.walk`) are looked at below
+                _ => None,
             };
-            return self
-                .prefixes_at(object, d)
-                .into_iter()
-                .map(|base| join_paths(&[base, glob.clone()]))
-                .collect();
+            if let Some(glob) = glob {
+                return self
+                    .prefixes_at(object, d)
+                    .into_iter()
+                    .map(|base| join_paths(&[base, glob.clone()]))
+                    .collect();
+            }
         }
         // Wrappers that keep the items: `sorted(paths)`, `list(…)`, `filter(pred, paths)`, and
         // `map(f, paths)` with an `f` that keeps a path's leading part (`os.path.expanduser`,
