@@ -169,6 +169,22 @@ impl<'a> PySem<'a> {
         if named(&["os.path.join", "posixpath.join"]) {
             return self.join_prefixes(None, &args, d);
         }
+        // `next(p for p in glob.glob("/dev/input/*"))`: one of the items
+        // (a lone generator argument is the call's `arguments` itself, without parentheses of its own)
+        if named(&["next"])
+            && let Some(generator) = node
+                .child_by_field_id(self.k.f_arguments)
+                .filter(|g| g.kind_id() == self.k.generator_expression)
+                .or_else(|| {
+                    args.first()
+                        .copied()
+                        .filter(|g| g.kind_id() == self.k.list_comprehension)
+                })
+            && let Some(clause) = children(generator).find(|c| c.kind_id() == self.k.for_in_clause)
+            && let Some(iterable) = clause.child_by_field_id(self.k.f_right)
+        {
+            return self.item_prefixes(iterable, None, d);
+        }
         // `os.environ.get("CACHE_ROOT", "/")`: the default, the value whenever the caller leaves
         // the variable unset (the case a rule must assume)
         if named(&["os.getenv", "os.environ.get"])
