@@ -93,6 +93,20 @@ impl<'a> PySem<'a> {
                 Binding::Value(value) => self.fold_at(value, d),
                 _ => None,
             }
+        } else if kind == k.attribute
+            && node
+                .child_by_field_id(k.f_attribute)
+                .is_some_and(|a| text(a, self.src) == "__name__")
+        {
+            // `plugins_pkg.__name__` of an imported module: the name it was imported by
+            let object = node.child_by_field_id(k.f_object)?;
+            let names = self.names(object);
+            match names.as_slice() {
+                [only] if self.facts.aliases.contains_key(&ident(object, self.src)) => {
+                    Some(only.clone())
+                }
+                _ => None,
+            }
         } else if kind == k.binary_operator {
             self.fold_binary(node, d)
         } else if kind == k.call {

@@ -44,6 +44,10 @@ pub(super) fn decisive(l: &str) -> Option<&'static str> {
         "PHP"
     } else if l.eq_ignore_ascii_case("@echo off") {
         "Batch"
+    } else if l.starts_with(".PHONY:") {
+        "Makefile"
+    } else if l.starts_with("# syntax=docker/dockerfile") || dockerfile_from(l) {
+        "Dockerfile"
     } else if l == "package main" || l.starts_with("func main()") {
         "Go"
     } else if l.starts_with("#include <") || l.starts_with("#include \"") {
@@ -133,6 +137,10 @@ fn typical(l: &str) -> Option<&'static str> {
         "R"
     } else if batch(l) {
         "Batch"
+    } else if dockerfile_instruction(l) {
+        "Dockerfile"
+    } else if make_line(l) {
+        "Makefile"
     } else {
         return None;
     };
@@ -178,6 +186,62 @@ fn batch(l: &str) -> bool {
         || upper.starts_with("IF EXIST ")
         || (upper.starts_with("SET ") && assigns(&l[4..]))
         || (upper.starts_with("ECHO ") && expands)
+}
+
+/// `FROM python:3.11-slim [AS build]`: a Dockerfile's first instruction (an image reference).
+fn dockerfile_from(l: &str) -> bool {
+    let mut words = l.split_whitespace();
+    words.next() == Some("FROM")
+        && words.next().is_some_and(|image| {
+            image.contains([':', '/']) || image.chars().all(|c| c.is_ascii_lowercase())
+        })
+}
+
+/// Dockerfile instructions: upper-case keywords no shell command is named.
+fn dockerfile_instruction(l: &str) -> bool {
+    let Some((word, rest)) = l.split_once(' ') else {
+        return false;
+    };
+    matches!(
+        word,
+        "RUN"
+            | "COPY"
+            | "ADD"
+            | "WORKDIR"
+            | "EXPOSE"
+            | "ENTRYPOINT"
+            | "CMD"
+            | "USER"
+            | "VOLUME"
+            | "HEALTHCHECK"
+            | "LABEL"
+            | "ARG"
+            | "SHELL"
+            | "ONBUILD"
+            | "STOPSIGNAL"
+    ) && !rest.trim().is_empty()
+}
+
+/// Makefile lines: `VAR ?= value`, `VAR := value`, a rule `target: prerequisites`, a pattern
+/// rule `%.o: %.c`, a recipe using `$@`, `$<`, `$^` or `$(CC)`.
+fn make_line(l: &str) -> bool {
+    let assigns = [" ?= ", " := ", " += ", " ::= "].iter().any(|op| {
+        l.split_once(op).is_some_and(|(name, _)| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    });
+    let rule = l.split_once(':').is_some_and(|(target, rest)| {
+        !target.is_empty()
+            && !rest.starts_with([':', '='])
+            && target
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '%' | '/'))
+            && target.contains(|c: char| c.is_ascii_alphabetic() || c == '%')
+    });
+    let recipe = ["$@", "$<", "$^", "$(CC)", "$(MAKE)", "$(CFLAGS)"]
+        .iter()
+        .any(|v| l.contains(v));
+    assigns || rule || recipe
 }
 
 /// `NAME=value` after batch's `set` (bash's `set` takes options or positional words).
@@ -389,7 +453,15 @@ mod tests {
         assert_eq!((name(r), detect(r).map(|f| f.lines)), (Some("R"), Some(3)));
         let bat = "@echo off\nset NAME=world\necho Hello %NAME%\n";
         assert!(detect(bat).is_some_and(|f| f.name == "Batch" && f.decisive && f.lines == 3));
+        let docker = "FROM python:3.11-slim\nWORKDIR /app\nCOPY requirements.txt .\nRUN pip install -r requirements.txt\n";
+        assert!(detect(docker).is_some_and(|f| f.name == "Dockerfile" && f.decisive));
+        let make = "CFLAGS ?= -O2\n\nall: app\n\napp: main.o\n\t$(CC) $(CFLAGS) -o $@ $^\n";
+        assert_eq!(name(make), Some("Makefile"));
         for not_foreign in [
+            "case $x in",
+            "echo http://example.com",
+            "RUN=1 ./job.sh",
+            "trap cleanup EXIT",
             "set -euo pipefail",
             "set -- a b",
             "echo \"50% done\"",
