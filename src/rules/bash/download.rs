@@ -22,7 +22,7 @@ fn download_target(sem: &BashSem<'_>, inv: &Invocation<'_>) -> Option<String> {
         "wget" => ('O', "--output-document"),
         _ => return None,
     };
-    let args: Vec<Option<String>> = inv.args.iter().map(|a| sem.fold(*a)).collect();
+    let args: Vec<Option<String>> = inv.args.iter().map(|a| file_ref(sem, *a)).collect();
     named_output(&args, short, long).or_else(|| default_output(&inv.name, &args))
 }
 
@@ -85,6 +85,22 @@ fn named_output(args: &[Option<String>], short: char, long: &str) -> Option<Stri
     None
 }
 
+/// A file as a command line names it: its value when constant, else the variable that holds it
+/// (`"$f"` after `f=$(mktemp)`), written `${f}` so that `$f`, `"$f"` and `${f}` are the same file.
+fn file_ref(sem: &BashSem<'_>, node: Node<'_>) -> Option<String> {
+    if let Some(v) = sem.fold(node) {
+        return Some(v);
+    }
+    let t = crate::rules::grammar::text(node, sem.src).trim_matches('"');
+    let name = t.strip_prefix('$')?;
+    let name = name
+        .strip_prefix('{')
+        .and_then(|n| n.strip_suffix('}'))
+        .unwrap_or(name);
+    (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .then(|| format!("${{{name}}}"))
+}
+
 fn same_file(a: &str, b: &str) -> bool {
     a.trim_start_matches("./") == b.trim_start_matches("./")
 }
@@ -103,7 +119,7 @@ pub fn downloaded_then_run<'t>(
         let runs_download = !downloaded.is_empty()
             && command
                 .child_by_field_id(sem.k.f_name)
-                .and_then(|n| sem.fold(n))
+                .and_then(|n| file_ref(sem, n))
                 .is_some_and(|name| downloaded.iter().any(|d| same_file(d, &name)));
         if runs_download {
             runs.push(command);
@@ -127,7 +143,7 @@ pub fn downloaded_then_run<'t>(
                 let script = inv
                     .args
                     .iter()
-                    .filter_map(|a| sem.fold(*a))
+                    .filter_map(|a| file_ref(sem, *a))
                     .find(|a| !a.starts_with('-'));
                 if script.is_some_and(|s| downloaded.iter().any(|d| same_file(d, &s))) {
                     runs.push(command);
