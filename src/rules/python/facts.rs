@@ -46,8 +46,11 @@ pub struct PyFacts<'t> {
     /// Parameters of the script's functions and lambdas: the function and the position; `None`
     /// when two functions share the name.
     pub(super) params: HashMap<String, Option<(Node<'t>, u8)>>,
-    /// Calls of a plain name (`prune("/etc")`, `map(wipe, paths)`), where parameters get values.
+    /// Calls of the script's own functions and of `map`/`filter` (`prune("/etc")`,
+    /// `map(wipe, paths)`), where parameters get values.
     pub(super) calls: Vec<Node<'t>>,
+    /// Names of the functions defined so far (`def f`, `f = lambda …`).
+    functions: rustc_hash::FxHashSet<String>,
 }
 
 impl<'t> PyFacts<'t> {
@@ -66,8 +69,11 @@ impl<'t> PyFacts<'t> {
             self.observe_for(k, node, src);
         } else if kind == k.call {
             self.observe_dict_update(k, node, src);
-            if super::function_of(node).is_some_and(|f| f.kind_id() == k.identifier) {
-                self.calls.push(node);
+            if let Some(f) = super::function_of(node).filter(|f| f.kind_id() == k.identifier) {
+                let callee = &src[f.byte_range()];
+                if matches!(callee, "map" | "filter") || self.functions.contains(callee) {
+                    self.calls.push(node);
+                }
             }
         } else if kind == k.function_definition || kind == k.lambda {
             self.observe_parameters(k, node, src);
@@ -125,6 +131,15 @@ impl<'t> PyFacts<'t> {
     /// `def f(a, b)`, `lambda p: …`: plain positional parameters (not `*args`, defaults or
     /// annotations), by position.
     fn observe_parameters(&mut self, k: &PyKinds, function: Node<'t>, src: &str) {
+        let named = function.child_by_field_name("name").or_else(|| {
+            let parent = function.parent()?;
+            (parent.kind() == "assignment")
+                .then(|| parent.child_by_field_name("left"))
+                .flatten()
+        });
+        if let Some(name) = named {
+            self.functions.insert(src[name.byte_range()].to_string());
+        }
         let Some(parameters) = function.child_by_field_id(k.f_parameters) else {
             return;
         };
