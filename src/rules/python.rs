@@ -17,6 +17,7 @@ mod deferred;
 mod facts;
 mod flow;
 mod fold;
+mod items;
 mod loops;
 mod matching;
 mod names;

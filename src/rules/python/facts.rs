@@ -131,14 +131,8 @@ impl<'t> PyFacts<'t> {
     /// `def f(a, b)`, `lambda p: …`: plain positional parameters (not `*args`, defaults or
     /// annotations), by position.
     fn observe_parameters(&mut self, k: &PyKinds, function: Node<'t>, src: &str) {
-        let named = function.child_by_field_name("name").or_else(|| {
-            let parent = function.parent()?;
-            (parent.kind() == "assignment")
-                .then(|| parent.child_by_field_name("left"))
-                .flatten()
-        });
-        if let Some(name) = named {
-            self.functions.insert(src[name.byte_range()].to_string());
+        if let Some(name) = function_name(function, src) {
+            self.functions.insert(name.to_string());
         }
         let Some(parameters) = function.child_by_field_id(k.f_parameters) else {
             return;
@@ -160,19 +154,12 @@ impl<'t> PyFacts<'t> {
     /// (`map(wipe, glob.glob("/etc/*"))`, `map(lambda p: os.remove(p), paths)`).
     pub(super) fn parameter_binding(&self, name: &str, src: &str) -> Option<Binding<'t>> {
         let (function, at) = (*self.params.get(name)?)?;
-        let k_name = function
-            .child_by_field_name("name")
-            .or_else(|| {
-                // `wipe = lambda p: …`
-                let parent = function.parent()?;
-                (parent.kind() == "assignment")
-                    .then(|| parent.child_by_field_name("left"))
-                    .flatten()
-            })
-            .map(|n| &src[n.byte_range()]);
+        let k_name = function_name(function, src);
         let mut found = None;
         for call in &self.calls {
-            let callee = &src[super::function_of(*call)?.byte_range()];
+            let Some(callee) = super::function_of(*call).map(|f| &src[f.byte_range()]) else {
+                continue;
+            };
             let args: Vec<Node<'t>> = call
                 .child_by_field_name("arguments")
                 .map(|a| {
@@ -183,7 +170,11 @@ impl<'t> PyFacts<'t> {
                 })
                 .unwrap_or_default();
             let binding = if Some(callee) == k_name {
-                Binding::Value(*args.get(usize::from(at))?)
+                // a call that does not pass this argument gives it no value of its own
+                let Some(arg) = args.get(usize::from(at)) else {
+                    continue;
+                };
+                Binding::Value(*arg)
             } else if matches!(callee, "map" | "filter")
                 && at == 0
                 && args.len() == 2
@@ -394,6 +385,18 @@ impl<'t> PyFacts<'t> {
 
 fn text_of<'s>(node: Node<'_>, src: &'s str) -> &'s str {
     src.get(node.byte_range()).unwrap_or("")
+}
+
+/// The name a function is called by: `def f`, or the name a lambda is assigned to
+/// (`wipe = lambda p: …`).
+fn function_name<'s>(function: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let name = function.child_by_field_name("name").or_else(|| {
+        let parent = function.parent()?;
+        (parent.kind() == "assignment")
+            .then(|| parent.child_by_field_name("left"))
+            .flatten()
+    })?;
+    Some(&src[name.byte_range()])
 }
 
 /// Whether the expression `node` uses the name `name` (`expanduser(p)` uses `p`).

@@ -40,7 +40,7 @@ impl<'a> PySem<'a> {
         out
     }
 
-    fn prefixes_at(&self, node: Node<'a>, depth: u8) -> Vec<String> {
+    pub(super) fn prefixes_at(&self, node: Node<'a>, depth: u8) -> Vec<String> {
         if depth > MAX_FLOW_DEPTH {
             return Vec::new();
         }
@@ -241,144 +241,6 @@ impl<'a> PySem<'a> {
         vec![join_paths(&known)]
     }
 
-    /// The prefixes of the items of `iterable` (of the `at`-th element of each item, for
-    /// `for a, b in …`): the elements of a literal, the files a glob or a walk yields.
-    /// `for p in ["~/.netrc", …]: p = os.path.expanduser(p)`: the value once per constant item,
-    /// with `var` standing for the item; the items' own prefixes when they are not constants.
-    fn refined_prefixes(
-        &self,
-        var: Node<'a>,
-        value: Node<'a>,
-        iterable: Node<'a>,
-        at: Option<u8>,
-        d: u8,
-    ) -> Vec<String> {
-        if self.bound.is_none()
-            && at.is_none()
-            && let Some(items) = self.literal_items(iterable, 0)
-        {
-            return items
-                .into_iter()
-                .flat_map(|item| {
-                    PySem {
-                        bound: Some((var, item)),
-                        ..*self
-                    }
-                    .prefixes_at(value, d)
-                })
-                .collect();
-        }
-        self.item_prefixes(iterable, at, d)
-    }
-
-    fn item_prefixes(&self, iterable: Node<'a>, at: Option<u8>, d: u8) -> Vec<String> {
-        let k = self.k;
-        let kind = iterable.kind_id();
-        if kind == k.list || kind == k.tuple || kind == k.set {
-            if at.is_some() {
-                return Vec::new();
-            }
-            return children(iterable)
-                .filter(|c| c.is_named())
-                .flat_map(|item| self.prefixes_at(item, d))
-                .collect();
-        }
-        if kind == k.identifier
-            && let Some(Binding::Value(v)) = self.binding(&ident(iterable, self.src))
-        {
-            return self.item_prefixes(v, at, d);
-        }
-        // `glob.glob(p) + ["/etc/passwd"]`: the items of either
-        if kind == k.binary_operator
-            && iterable
-                .child_by_field_id(k.f_operator)
-                .is_some_and(|op| text(op, self.src) == "+")
-        {
-            return [k.f_left, k.f_right]
-                .into_iter()
-                .filter_map(|f| iterable.child_by_field_id(f))
-                .flat_map(|side| self.item_prefixes(side, at, d))
-                .collect();
-        }
-        if kind != k.call {
-            return Vec::new();
-        }
-        let Some(func) = function_of(iterable) else {
-            return Vec::new();
-        };
-        let args = self.positional(iterable);
-        let names = self.names(func);
-        let named = |wanted: &[&str]| names.iter().any(|n| wanted.contains(&n.as_str()));
-        // `Path(p).glob(pattern)`, `.rglob(pattern)`, `.iterdir()` (not the `glob` module's)
-        if func.kind_id() == k.attribute
-            && !named(&["glob.glob", "glob.iglob"])
-            && let (Some(object), Some(method)) = (
-                func.child_by_field_id(k.f_object),
-                func.child_by_field_id(k.f_attribute),
-            )
-        {
-            let pattern = args
-                .first()
-                .and_then(|a| self.fold(*a))
-                .map(|p| glob_segments(&p))
-                .unwrap_or_default();
-            let glob = match text(method, self.src) {
-                "glob" => Some(pattern),
-                "rglob" => Some(format!("**/{pattern}")),
-                "iterdir" => Some(String::new()),
-                // module functions spelt as attributes (`os.walk`) are looked at below
-                _ => None,
-            };
-            if let Some(glob) = glob {
-                return self
-                    .prefixes_at(object, d)
-                    .into_iter()
-                    .map(|base| join_paths(&[base, glob.clone()]))
-                    .collect();
-            }
-        }
-        // Wrappers that keep the items: `sorted(paths)`, `list(…)`, `filter(pred, paths)`, and
-        // `map(f, paths)` with an `f` that keeps a path's leading part (`os.path.expanduser`,
-        // `Path`, `str`: `~` already stands for the home directory).
-        if named(&["sorted", "list", "tuple", "set", "reversed", "frozenset"]) && args.len() == 1 {
-            return self.item_prefixes(args[0], at, d);
-        }
-        if named(&["filter", "itertools.filterfalse"]) && args.len() == 2 {
-            return self.item_prefixes(args[1], at, d);
-        }
-        if named(&["map"]) && args.len() == 2 && self.keeps_path(args[0]) {
-            return self.item_prefixes(args[1], at, d);
-        }
-        match (at, args.first()) {
-            (None, Some(pattern)) if named(&["glob.glob", "glob.iglob"]) => self
-                .prefixes_at(*pattern, d)
-                .into_iter()
-                .map(|p| glob_segments(&p))
-                .collect(),
-            // `for root, dirs, files in os.walk(top)`: `root` starts with `top`.
-            (Some(0), Some(top)) if named(&["os.walk"]) => self.prefixes_at(*top, d),
-            _ => Vec::new(),
-        }
-    }
-
-    /// Whether `func` (a callable passed by name) keeps the leading part of a path it is given.
-    fn keeps_path(&self, func: Node<'a>) -> bool {
-        self.names(func).iter().any(|n| {
-            matches!(
-                n.as_str(),
-                "os.path.expanduser"
-                    | "os.path.expandvars"
-                    | "os.path.abspath"
-                    | "os.path.realpath"
-                    | "os.path.normpath"
-                    | "os.fspath"
-                    | "pathlib.Path"
-                    | "pathlib.PosixPath"
-                    | "str"
-            )
-        })
-    }
-
     /// The value of a command string when every part only known at run time is passed through
     /// `shlex.quote` (each such part folds to a quoted placeholder): what a shell would parse,
     /// as far as injection goes. `None` when some run-time part is not quoted.
@@ -502,20 +364,4 @@ impl<'a> PySem<'a> {
             })
         })
     }
-}
-
-/// A glob pattern with every path segment that holds a wildcard written as `*`
-/// (`/proc/[0-9]*/environ` → `/proc/*/environ`), the form rules name such paths by.
-fn glob_segments(pattern: &str) -> String {
-    pattern
-        .split('/')
-        .map(|seg| {
-            if seg != "**" && seg.contains(['*', '?', '[']) {
-                "*"
-            } else {
-                seg
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("/")
 }

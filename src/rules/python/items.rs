@@ -1,0 +1,136 @@
+//! The items of constant containers: list and tuple literals (directly or through a name bound
+//! to one), comprehensions over constants, and the values a container or a subscript of one may
+//! take.
+
+use tree_sitter::Node;
+
+use super::ops::parse_int;
+use super::*;
+
+impl<'a> PySem<'a> {
+    /// Items of a list/tuple of constants, a constant string (its characters) or `reversed(...)`.
+    pub(super) fn fold_items(&self, node: Node<'_>, d: u8) -> Option<Vec<String>> {
+        let k = self.k;
+        if node.kind_id() == k.list || node.kind_id() == k.tuple {
+            return crate::rules::grammar::children(node)
+                .filter(|c| c.is_named())
+                .map(|item| {
+                    self.fold_at(item, d)
+                        .or_else(|| self.fold_int(item).map(|i| i.to_string()))
+                })
+                .collect();
+        }
+        if node.kind_id() == k.generator_expression || node.kind_id() == k.list_comprehension {
+            return self.fold_comprehension(node, d);
+        }
+        // `parts = ["ghp_", "…"]; "".join(parts)`: a name bound once to a list or tuple literal.
+        if node.kind_id() == k.identifier
+            && d > 0
+            && let Some(Binding::Value(value)) = self.binding(&ident(node, self.src))
+            && (value.kind_id() == k.list || value.kind_id() == k.tuple)
+        {
+            return self.fold_items(value, d - 1);
+        }
+        let s = self.fold_at(node, d)?;
+        Some(s.chars().map(String::from).collect())
+    }
+
+    /// `chr(c) for c in (115, 121, …)` and `p for p in parts`: one loop over constant items whose
+    /// body is the variable or `chr` of it (how names are spelt out to hide them).
+    fn fold_comprehension(&self, node: Node<'_>, d: u8) -> Option<Vec<String>> {
+        let k = self.k;
+        let body = node.child_by_field_id(k.f_body)?;
+        let mut clauses =
+            crate::rules::grammar::children(node).filter(|c| c.is_named() && c.id() != body.id());
+        let clause = clauses.next().filter(|c| c.kind_id() == k.for_in_clause)?;
+        if clauses.next().is_some() {
+            return None; // a second `for` or an `if`
+        }
+        let var = clause.child_by_field_id(k.f_left)?;
+        let items = clause.child_by_field_id(k.f_right)?;
+        let is_var =
+            |n: Node<'_>| n.kind_id() == k.identifier && text(n, self.src) == text(var, self.src);
+        let as_chr = function_of(body)
+            .filter(|f| text(*f, self.src) == "chr")
+            .and_then(|_| self.positional(body).first().copied())
+            .is_some_and(is_var);
+        if var.kind_id() != k.identifier || !(is_var(body) || as_chr) {
+            return None;
+        }
+        let values = self.fold_items(items, d)?;
+        if !as_chr {
+            return Some(values);
+        }
+        values
+            .iter()
+            .map(|v| {
+                let code = parse_int(v)?;
+                char::from_u32(u32::try_from(code).ok()?).map(String::from)
+            })
+            .collect()
+    }
+
+    /// The constant values of a dict (its values), list, tuple or set literal.
+    pub(super) fn container_values(&self, node: Node<'_>) -> Option<Vec<String>> {
+        let k = self.k;
+        let kind = node.kind_id();
+        if kind != k.dictionary && kind != k.list && kind != k.tuple && kind != k.set {
+            return None;
+        }
+        crate::rules::grammar::children(node)
+            .filter(|c| c.is_named())
+            .filter(|c| !c.is_extra())
+            .map(|item| {
+                let item = if item.kind_id() == k.pair {
+                    item.child_by_field_id(k.f_value)?
+                } else {
+                    item
+                };
+                self.fold(item)
+            })
+            .collect()
+    }
+
+    /// Every constant value the expression can have, when that is known: a constant, or an
+    /// element of a constant container it indexes (`FORMATS[fmt]`).
+    pub fn possible_values(&self, node: Node<'_>) -> Option<Vec<String>> {
+        if let Some(v) = self.fold(node) {
+            return Some(vec![v]);
+        }
+        // `for p in ["/etc", "/usr"]`: the loop variable takes each constant item.
+        if node.kind_id() == self.k.identifier
+            && let Some(Binding::Item(items, None)) = self.binding(&ident(node, self.src))
+            && (items.kind_id() == self.k.list || items.kind_id() == self.k.tuple)
+        {
+            return crate::rules::grammar::children(items)
+                .filter(|c| c.is_named())
+                .map(|item| self.fold(item))
+                .collect();
+        }
+        if node.kind_id() != self.k.subscript {
+            return self.loop_values(node);
+        }
+        let container = node.child_by_field_id(self.k.f_value)?;
+        if container.kind_id() == self.k.identifier {
+            return self
+                .facts
+                .containers
+                .get(&ident(container, self.src))?
+                .clone();
+        }
+        self.container_values(container)
+    }
+
+    /// The constant items of a list or tuple literal; `None` for an item that is not constant.
+    pub fn list_items<'t>(&self, node: Node<'t>) -> Option<Vec<(Node<'t>, Option<String>)>> {
+        if node.kind_id() != self.k.list && node.kind_id() != self.k.tuple {
+            return None;
+        }
+        let mut cursor = node.walk();
+        Some(
+            node.named_children(&mut cursor)
+                .map(|item| (item, self.fold(item)))
+                .collect(),
+        )
+    }
+}
