@@ -373,7 +373,7 @@ mod tests {
         }
     }
 
-    const DANGEROUS: &str = "import os\nos.system('id')\n";
+    const DANGEROUS: &str = "import os\nos.system(input())\n";
 
     #[test]
     fn a_dangerous_inline_program_fails_its_step_and_nothing_else_runs() {
@@ -405,7 +405,7 @@ mod tests {
 
     #[test]
     fn a_diff_that_makes_a_written_program_dangerous_is_judged_as_applied() {
-        let diff = "--- a/app.py\n+++ b/app.py\n@@ -1 +1,2 @@\n-print('hello')\n+import os\n+os.system('id')\n";
+        let diff = "--- a/app.py\n+++ b/app.py\n@@ -1 +1,2 @@\n-print('hello')\n+import os\n+os.system(input())\n";
         let work = job(json!([
             {"id": "write", "type": "write_file", "arguments": {"path": "app.py", "content": "print('hello')\n"}},
             {"id": "patch", "type": "apply_unified_diff", "arguments": {"diff": diff}}

@@ -13,7 +13,7 @@ use crate::domain::verdict::Verdict;
 /// A script to check. Unknown fields are rejected.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"script_content": "import os\nos.system('id')\n", "script_type": "python"}))]
+#[schema(example = json!({"script_content": "import os\nos.system(input())\n", "script_type": "python"}))]
 pub(crate) struct ValidateIn {
     /// The script source: not empty, no NUL characters.
     #[schema(min_length = 1, pattern = "^[^\\x00]*$")]

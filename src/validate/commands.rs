@@ -2,10 +2,10 @@
 //! Bash command line runs (wrappers, `xargs`, `find -exec`, pipelines, command substitutions) and
 //! those of the programs it hands to a shell (`bash -c`, `xargs sh -c`, `eval`, heredocs), and the
 //! processes a Python script starts with a constant argv or shell command (the rules'
-//! `python_process_calls`: `subprocess.*`, `os.exec*`, `os.spawn*`, …), which the rules already
-//! read as Bash command lines. `os.system`, `os.popen` and `commands.getoutput` are not among
-//! those calls (the `python-os-command` rule flags every use): their constant command strings are
-//! read as Bash here too.
+//! `python_process_calls`: `subprocess.*`, `os.system`, `os.popen`, `os.exec*`, `os.spawn*`, …),
+//! which the rules already read as Bash command lines. Python 2's `commands.getoutput` is not
+//! among those calls (the `python-os-command` rule flags every use): its constant command strings
+//! are read as Bash here too.
 //!
 //! Names and arguments come from the rules' own Bash semantics (`rules::bash`: folding, wrappers,
 //! `find -exec`) and inline-program extraction (`rules::embed`); this module only walks them. A
@@ -154,14 +154,9 @@ fn collect(v: &Validator, language: Language, src: &str, nesting: u8, out: &mut 
 
 /// Python calls that hand their first argument to `/bin/sh -c` and that the rules'
 /// `python_process_calls` do not list (the `python-os-command` rule flags them instead).
-const SHELL_CALLS: &[&str] = &[
-    "os.system",
-    "os.popen",
-    "commands.getoutput",
-    "commands.getstatusoutput",
-];
+const SHELL_CALLS: &[&str] = &["commands.getoutput", "commands.getstatusoutput"];
 
-/// The command line `os.system(CMD)`, `os.popen(CMD)` or `commands.getoutput(CMD)` runs, when
+/// The command line `commands.getoutput(CMD)` runs, when
 /// CMD is a constant (or its run-time parts are shell-quoted): a Bash program whose commands are
 /// listed like those of `subprocess.run(CMD, shell=True)`.
 fn shell_call<'t>(py: &PySem<'t>, call: Node<'t>) -> Option<Embedded<'t>> {
@@ -349,7 +344,7 @@ mod tests {
         assert!(found.iter().any(|c| c.0 == "curl"), "{found:?}");
         assert!(found.iter().any(|c| c.0 == "sh"), "{found:?}");
         assert!(names(Language::Python, "print('rm -rf /')\n").is_empty());
-        // `os.system` is not one of the rules' process calls, but its command line is read too.
+        // `os.system` is one of the rules' process calls: its command line is read once.
         assert_eq!(
             names(Language::Python, "import os\nos.system('ls')\n"),
             ["ls"]

@@ -324,7 +324,7 @@ mod tests {
     fn disabled_rules_drop_their_findings_and_only_theirs() {
         let script = Script::new(
             Language::Python,
-            "import ctypes\nimport os\nctypes.CDLL(None)\nos.system('id')\n",
+            "import ctypes\nimport os\nctypes.CDLL(None)\nos.system(input())\n",
         );
         let rules = |v: &Validator| -> Vec<String> {
             v.validate(&script)

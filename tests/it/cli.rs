@@ -43,7 +43,7 @@ fn valid_files_exit_zero_with_one_json_line_each() {
 #[test]
 fn a_rejected_file_exits_one_and_names_layer_rule_and_position() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let bad = write(&dir, "bad.py", "import os\nx = 1\nos.system('id')\n");
+    let bad = write(&dir, "bad.py", "import os\nx = 1\nos.system(input())\n");
     let (code, stdout, _) = scriptgate(&["validate", &bad]);
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");

@@ -48,7 +48,7 @@ fn request(i: usize) -> (Kind, Value) {
         ),
         1..=3 => (
             Kind::Invalid,
-            json!({"script_content": format!("import os\nos.system('echo {i}')\n"), "script_type": "python"}),
+            json!({"script_content": format!("import os\nos.system(input('{i}'))\n"), "script_type": "python"}),
         ),
         n if n % 2 == 0 => (
             Kind::Hello,

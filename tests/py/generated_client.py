@@ -55,7 +55,7 @@ assert isinstance(r, ExecuteOut) and r.stdout == "42\n", r
 # A validation failure: 200, validation_failed, typed error and verdict; nothing ran.
 r = execute_script.sync(
     client=client,
-    body=ExecuteIn(script_content="import os\nos.system('cat /etc/passwd')\n", script_type=Language.PYTHON),
+    body=ExecuteIn(script_content="import os\nos.system(input())\n", script_type=Language.PYTHON),
 )
 assert isinstance(r, ExecuteOut), r
 assert r.validation_failed and not r.success, r

@@ -275,7 +275,7 @@ async fn execute_answers_202_when_approval_is_required_and_denials_are_recorded(
         "POST",
         "/v1/execute",
         Some(AGENT),
-        Some(json!({"script_content": "import os\nos.system('id')", "script_type": "python"})),
+        Some(json!({"script_content": "import os\nos.system(input())", "script_type": "python"})),
     )
     .await;
     assert_eq!(status, 200);
@@ -410,7 +410,7 @@ async fn the_audit_log_chains_and_tampering_is_detected() {
     let s = Service::fake(FakeRunner::new(), |c| secured(c, ApprovalMode::Never)).await;
     for script in [
         "print(1)",
-        "import os\nos.system('x')",
+        "import os\nos.system(input())",
         "print('AKIA' + 'IOSFODNN7EXAMPL2')",
     ] {
         call(
@@ -550,7 +550,7 @@ async fn an_execution_finishes_exactly_once() {
         }
     };
     let ran = submit("/v1/execute", "print(1)").await;
-    let rejected = submit("/v1/execute", "import os\nos.system('id')\n").await;
+    let rejected = submit("/v1/execute", "import os\nos.system(input())\n").await;
     let queued = submit("/v1/executions", "print(2)").await;
     assert_eq!(read(queued.clone()).await["status"], "completed");
     // `os.fork` warns: held for an operator under `on_warn`.

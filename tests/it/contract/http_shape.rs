@@ -283,7 +283,7 @@ async fn a_rejected_script_answers_200_and_never_runs() {
     let (status, r) = post(
         &app,
         "/v1/execute",
-        &json!({"script_content": "import os\nos.system('id')", "script_type": "python"}),
+        &json!({"script_content": "import os\nos.system(input())", "script_type": "python"}),
     )
     .await;
     assert_eq!(status, 200, "{r}");
@@ -452,7 +452,7 @@ async fn metrics_count_outcomes_rejections_and_stages() {
     // The recorder is process-wide: compare before and after.
     let before = scrape().await;
     let ok = json!({"script_content": "print('hi')", "script_type": "python"});
-    let bad = json!({"script_content": "import os\nos.system('id')\n", "script_type": "python"});
+    let bad = json!({"script_content": "import os\nos.system(input())\n", "script_type": "python"});
     assert_eq!(post(&router, "/v1/execute", &ok).await.0, StatusCode::OK);
     assert_eq!(post(&router, "/v1/execute", &bad).await.0, StatusCode::OK);
     let after = scrape().await;

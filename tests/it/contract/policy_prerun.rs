@@ -494,22 +494,25 @@ async fn os_system_and_os_popen_command_lines_are_decided_before_the_run() {
         "the policy `gate` denies the command `pip install requests` (line 2): rule \
          `no-installs`: pip install requests: no installs here"
     );
-    // An `approve` is listed with the rest (the `python-os-command` rule blocks the script here
-    // anyway; the decision on its command line is still recorded and audited).
-    let (status, out) = s
+    // An `approve` holds the run for an operator, its decision listed with the pending entry (a
+    // constant command line is checked as Bash, not refused for being a command line).
+    let (status, held) = s
         .post(
             "/v1/execute",
             &python("import os\nprint(os.popen('curl -s https://example.com').read())\n"),
         )
         .await;
-    assert_eq!(status, 200, "{out}");
+    assert_eq!(status, 202, "{held}");
+    assert_eq!(held["status"], "pending_approval", "{held}");
+    let id = held["execution_id"].as_str().expect("id").to_string();
+    let pending = pending_entry(&s, &id).await;
     assert_eq!(
-        out["policy_checks"],
+        pending["policy_checks"],
         json!([{"kind": "command", "target": "curl -s https://example.com", "decision": "approve",
             "rule": "fetch-needs-an-operator",
             "message": "curl -s https://example.com fetches from the network",
             "line": 2, "column": 17, "argv": ["curl", "-s", "https://example.com"]}]),
-        "{out}"
+        "{pending}"
     );
     assert!(s.runner().ran().is_empty(), "nothing ran");
     s.stop().await;
