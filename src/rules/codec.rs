@@ -156,6 +156,41 @@ pub fn decode_hex(s: &str) -> Option<String> {
     hex::decode(cleaned).ok().map(bytes_to_string)
 }
 
+/// `tr SET1 SET2` of a text: each character of SET1 becomes the one at its place in SET2 (the last
+/// one when SET2 is shorter). Sets are characters and `a-z` ranges; classes (`[:alpha:]`) and
+/// escapes are not folded.
+pub fn translate(s: &str, from: &str, to: &str) -> Option<String> {
+    fn expand(set: &str) -> Option<Vec<char>> {
+        if set.contains(['[', '\\']) {
+            return None;
+        }
+        let chars: Vec<char> = set.chars().collect();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < chars.len() {
+            if i + 2 < chars.len() && chars[i + 1] == '-' && chars[i] <= chars[i + 2] {
+                out.extend(chars[i]..=chars[i + 2]);
+                i += 3;
+            } else {
+                out.push(chars[i]);
+                i += 1;
+            }
+        }
+        (out.len() <= 1024).then_some(out)
+    }
+    let from = expand(from)?;
+    let to = expand(to)?;
+    let last = *to.last()?;
+    Some(
+        s.chars()
+            .map(|c| match from.iter().position(|&f| f == c) {
+                Some(i) => to.get(i).copied().unwrap_or(last),
+                None => c,
+            })
+            .collect(),
+    )
+}
+
 /// The `rot13` text codec.
 pub fn rot13(s: &str) -> String {
     s.chars()
@@ -199,6 +234,12 @@ mod tests {
     #[test]
     fn codecs() {
         assert_eq!(apply_codec("riny", "rot13").as_deref(), Some("eval"));
+        assert_eq!(
+            translate("fx_yvir_9", "A-Za-z", "N-ZA-Mn-za-m").as_deref(),
+            Some("sk_live_9")
+        );
+        assert_eq!(translate("abc", "a-c", "x").as_deref(), Some("xxx"));
+        assert_eq!(translate("abc", "[:lower:]", "[:upper:]"), None);
         assert_eq!(apply_codec("riny", "ROT-13").as_deref(), Some("eval"));
         assert_eq!(apply_codec("x", "zlib"), None);
         assert_eq!(decode_hex("6576616c").as_deref(), Some("eval"));

@@ -17,6 +17,9 @@ pub struct BashFacts {
     pub(super) loops: FxHashMap<String, Option<Vec<String>>>,
     /// Arrays assigned once to constant words (`parts=(c u r l)`).
     pub(super) arrays: FxHashMap<String, Option<Vec<String>>>,
+    /// Arrays assigned once, as the source text of their words (`t=("$HOME/.ssh" /var/www)`): what
+    /// `"${t[@]}"` expands to, word for word, when the words are not all constants.
+    pub(crate) array_texts: FxHashMap<String, Option<String>>,
     /// Aliases defined once to a constant (`alias tidy='rm -rf'`).
     pub(crate) aliases: FxHashMap<String, Option<String>>,
     /// Functions whose body runs their arguments as a command (`run() { "$@"; }`, and a function
@@ -48,12 +51,16 @@ impl BashFacts {
                     .named_children(&mut array.walk())
                     .map(|w| sem.fold(w))
                     .collect();
-                let value = if self.arrays.contains_key(&name) {
-                    None
-                } else {
-                    words
-                };
+                let again = self.arrays.contains_key(&name);
+                let value = if again { None } else { words };
                 self.arrays.insert(name.clone(), value);
+                let words = array
+                    .named_children(&mut array.walk())
+                    .map(|w| text(w, src))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                self.array_texts
+                    .insert(name.clone(), (!again).then_some(words));
             }
             let value = match node.child_by_field_id(k.f_value) {
                 Some(v) => BashSem {

@@ -254,6 +254,10 @@ impl BashSem<'_> {
             ("xxd", Some(data)) if flags(&["-r"]) && flags(&["-p", "-ps", "-plain"]) => {
                 codec::decode_hex(&data.split_whitespace().collect::<String>())?
             }
+            // `tr 'A-Za-z' 'N-ZA-Mn-za-m'` (rot13) and other letter substitutions
+            ("tr", Some(data)) if args.len() == 2 && !args[0].starts_with('-') => {
+                codec::translate(data, &args[0], &args[1])?
+            }
             ("rev", Some(data)) => data
                 .lines()
                 .map(|l| l.chars().rev().collect::<String>())

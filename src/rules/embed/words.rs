@@ -1,14 +1,16 @@
 //! Word splitting: an unquoted `$cmd` as a command's name whose value is a whole command line is
 //! split as the shell splits it (on blanks, and on the separators a constant `IFS=…` adds), so
 //! the line can be checked as Bash code. The same holds for an alias (its value is put in front of
-//! the arguments) and for a function that runs its arguments (`run() { "$@"; }; run rm -rf /`).
+//! the arguments), for a function that runs its arguments (`run() { "$@"; }; run rm -rf /`) and
+//! for arrays expanded into a command (`cmd=(rm -rf); "${cmd[@]}" "${dirs[@]}"`) and for the words
+//! `xargs` reads from an `echo` (`echo ~/.ssh | xargs rm -rf`).
 
 use tree_sitter::Node;
 
 use super::Embedded;
 use crate::domain::script::Language;
 use crate::rules::bash::BashSem;
-use crate::rules::grammar::text;
+use crate::rules::grammar::{children_in_field, text};
 
 /// `$cmd` as a command's name, where `cmd` holds a whole command line (`cmd="rm -rf /home"`, or
 /// words joined by the separator a constant `IFS=,` names): the shell splits the value into a
@@ -93,6 +95,123 @@ pub(super) fn function_runs_arguments<'t>(
         language: Some(Language::Bash),
         code: Some(rest.to_string()),
         anchor: name,
+        verbatim_at: None,
+    })
+}
+
+/// A command that expands arrays the script assigned once (`cmd=(rm -rf --); "${cmd[@]}" "${t[@]}"`):
+/// the command with each `"${a[@]}"` replaced by the words the array was assigned, checked as
+/// Bash code. Each word keeps its own quoting, as the expansion keeps the words apart.
+pub(super) fn array_expansion<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
+    let line = &sem.src[command.byte_range()];
+    if !line.contains("[@]}") && !line.contains("[*]}") {
+        return None;
+    }
+    let mut code = String::with_capacity(line.len());
+    let mut rest = line;
+    let mut expanded = false;
+    while let Some(start) = rest.find("${") {
+        let (before, from) = rest.split_at(start);
+        let Some(end) = from.find('}') else { break };
+        let inner = &from[2..end];
+        let words = inner
+            .strip_suffix("[@]")
+            .or_else(|| inner.strip_suffix("[*]"))
+            .and_then(|name| sem.facts.array_texts.get(name))
+            .and_then(Option::as_ref);
+        // `"${a[@]}"`: the quotes go with the expansion.
+        let quoted = before.ends_with('"') && from[end + 1..].starts_with('"');
+        match words {
+            Some(words) => {
+                code.push_str(if quoted {
+                    &before[..before.len() - 1]
+                } else {
+                    before
+                });
+                code.push_str(words);
+                rest = &from[end + 1 + usize::from(quoted)..];
+                expanded = true;
+            }
+            None => {
+                code.push_str(before);
+                code.push_str(&from[..=end]);
+                rest = &from[end + 1..];
+            }
+        }
+    }
+    code.push_str(rest);
+    expanded.then(|| Embedded {
+        interpreter: "array expansion".into(),
+        language: Some(Language::Bash),
+        code: Some(code),
+        anchor: command,
+        verbatim_at: None,
+    })
+}
+
+/// `echo "$HOME/.ssh /srv" | xargs rm -rf`: xargs appends the words it reads to its command, so
+/// the command with the words `echo` (or `printf '%s\n'`) writes into the pipe after it is checked
+/// as Bash code. Replacement (`-I`) and NUL-separated input are left to the wrapper's own check.
+pub(super) fn xargs_input<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
+    let name = command.child_by_field_id(sem.k.f_name)?;
+    if sem.fold(name)? != "xargs" {
+        return None;
+    }
+    let pipeline = command.parent().filter(|p| p.kind() == "pipeline")?;
+    let writer = command.prev_named_sibling()?;
+    let writer_name = writer.child_by_field_id(sem.k.f_name)?;
+    let mut words: Vec<&str> = children_in_field(writer, sem.k.f_argument)
+        .into_iter()
+        .map(|a| text(a, sem.src))
+        .collect();
+    match sem.fold(writer_name)?.as_str() {
+        "echo" => words.retain(|w| !matches!(*w, "-n" | "-e" | "-E")),
+        "printf"
+            if words
+                .first()
+                .is_some_and(|f| f.trim_matches(['\'', '"']) == "%s\\n") =>
+        {
+            words.remove(0);
+        }
+        _ => return None,
+    }
+    if words.is_empty() || pipeline.start_byte() > writer.start_byte() {
+        return None;
+    }
+    // The program starts at xargs' first argument that is not one of its options.
+    let mut program = None;
+    let mut args = children_in_field(command, sem.k.f_argument).into_iter();
+    while let Some(a) = args.next() {
+        let t = text(a, sem.src);
+        if matches!(t, "-0" | "--null") || t.starts_with("-I") || t.starts_with("--replace") {
+            return None;
+        }
+        if matches!(t, "-n" | "-P" | "-L" | "-d" | "-s" | "-a" | "-E") {
+            args.next();
+        } else if !t.starts_with('-') {
+            program = Some(a);
+            break;
+        }
+    }
+    let program = program?;
+    // The words as xargs reads them: split on blanks, without the quotes the shell removed.
+    let input: Vec<&str> = words
+        .iter()
+        .map(|w| {
+            w.strip_prefix('"')
+                .and_then(|w| w.strip_suffix('"'))
+                .unwrap_or(w)
+        })
+        .collect();
+    Some(Embedded {
+        interpreter: "xargs".into(),
+        language: Some(Language::Bash),
+        code: Some(format!(
+            "{} {}",
+            &sem.src[program.start_byte()..command.end_byte()],
+            input.join(" ")
+        )),
+        anchor: command,
         verbatim_at: None,
     })
 }
