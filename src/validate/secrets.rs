@@ -269,7 +269,7 @@ mod tests {
                 "missed {case:?}: {found:?}"
             );
         }
-        let bash = "pw=Hs7Kd2Qw9Zx4\nurl=\"redis://:${pw}@cache.corp.net:6379/0\"\n";
+        let bash = "part=Hs7Kd2Qw9Zx4\nurl=\"redis://:${part}@cache.corp.net:6379/0\"\n";
         let found = secret_rules(Language::Bash, bash);
         assert!(
             found.iter().any(|f| f.starts_with("url-credentials ")),

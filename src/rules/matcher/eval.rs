@@ -75,7 +75,9 @@ impl Matcher {
                 values.is_none_or(|vs| vs.iter().any(|v| re.is_match(v)))
             }
             Matcher::Resolves(set, _) => match &cx.sem {
-                Sem::Python(py) => py.names(node).iter().any(|n| set.contains(n)),
+                Sem::Python(py) => {
+                    py.may_name(node, set) && py.names(node).iter().any(|n| set.contains(n))
+                }
                 Sem::Bash(_) => false,
             },
             Matcher::Recursive(want) => {

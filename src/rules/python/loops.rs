@@ -39,8 +39,8 @@ impl<'a> PySem<'a> {
         }
         if node.kind_id() == self.k.identifier {
             return match self.binding(&ident(node, self.src))? {
-                Binding::Item(iterable, None) | Binding::Refined(_, iterable, None) => {
-                    let items = self.literal_items(iterable, 0)?;
+                Binding::Item(iterable, at) | Binding::Refined(_, iterable, at) => {
+                    let items = self.loop_items(iterable, at)?;
                     (items.len() <= MAX_ITEMS).then_some((node, items))
                 }
                 Binding::Value(value) => self.loop_variable(value, depth + 1),
@@ -52,6 +52,32 @@ impl<'a> PySem<'a> {
         children
             .into_iter()
             .find_map(|c| self.loop_variable(c, depth + 1))
+    }
+
+    /// The constant items a loop target is bound to: those of a list, tuple or set literal, the
+    /// element at the target's place in each (`for path, value in [(…), …]`), or the keys or
+    /// values of a dict literal (`for path, value in SETTINGS.items()`).
+    fn loop_items(&self, iterable: Node<'a>, at: Option<u8>) -> Option<Vec<Node<'a>>> {
+        if let Some((dict, part)) = self.dict_part(iterable, at) {
+            return Some(
+                children(dict)
+                    .filter(|c| c.kind_id() == self.k.pair)
+                    .filter_map(|pair| pair.child_by_field_id(part))
+                    .collect(),
+            );
+        }
+        let items = self.literal_items(iterable, 0)?;
+        match at {
+            None => Some(items),
+            Some(i) => items
+                .into_iter()
+                .map(|item| {
+                    (item.kind_id() == self.k.tuple || item.kind_id() == self.k.list)
+                        .then(|| item.named_child(u32::from(i)))
+                        .flatten()
+                })
+                .collect(),
+        }
     }
 
     /// The list or tuple literals a loop variable goes through (`for argv in ([…], […])`).
@@ -120,11 +146,24 @@ impl<'a> PySem<'a> {
         let k = self.k;
         let kind = iterable.kind_id();
         if kind == k.list || kind == k.tuple || kind == k.set {
-            if at.is_some() {
-                return Vec::new();
-            }
+            // `for path, value in [("/proc/sys/…", "0"), …]`: the element at the target's place
             return children(iterable)
                 .filter(|c| c.is_named())
+                .filter_map(|item| match at {
+                    None => Some(item),
+                    Some(i) => (item.kind_id() == k.tuple || item.kind_id() == k.list)
+                        .then(|| item.named_child(u32::from(i)))
+                        .flatten(),
+                })
+                .flat_map(|item| self.prefixes_at(item, d))
+                .collect();
+        }
+        // a constant dict: its keys (`for k in d`, `d.keys()`), values (`d.values()`) or both
+        // (`for k, v in d.items()`)
+        if let Some((dict, part)) = self.dict_part(iterable, at) {
+            return children(dict)
+                .filter(|c| c.kind_id() == k.pair)
+                .filter_map(|pair| pair.child_by_field_id(part))
                 .flat_map(|item| self.prefixes_at(item, d))
                 .collect();
         }
@@ -204,6 +243,41 @@ impl<'a> PySem<'a> {
             (Some(0), Some(top)) if named(&["os.walk"]) => self.prefixes_at(*top, d),
             _ => Vec::new(),
         }
+    }
+
+    /// The dict literal a loop goes through and the field of its pairs the target gets: `for k in
+    /// d` and `d.keys()` the keys, `d.values()` the values, `for k, v in d.items()` either.
+    fn dict_part(&self, iterable: Node<'a>, at: Option<u8>) -> Option<(Node<'a>, u16)> {
+        let k = self.k;
+        let literal = |mut node: Node<'a>| {
+            for _ in 0..4 {
+                if node.kind_id() == k.dictionary {
+                    return Some(node);
+                }
+                if node.kind_id() != k.identifier {
+                    return None;
+                }
+                match self.binding(&ident(node, self.src))? {
+                    Binding::Value(v) => node = v,
+                    _ => return None,
+                }
+            }
+            None
+        };
+        if iterable.kind_id() != k.call {
+            return Some((literal(iterable)?, k.f_key)).filter(|_| at.is_none());
+        }
+        let func = function_of(iterable)?;
+        if func.kind_id() != k.attribute || !self.positional(iterable).is_empty() {
+            return None;
+        }
+        let dict = literal(func.child_by_field_id(k.f_object)?)?;
+        let part = match (text(func.child_by_field_id(k.f_attribute)?, self.src), at) {
+            ("keys", None) | ("items", Some(0)) => k.f_key,
+            ("values", None) | ("items", Some(1)) => k.f_value,
+            _ => return None,
+        };
+        Some((dict, part))
     }
 
     /// Whether `func` (a callable passed by name) keeps the leading part of a path it is given.

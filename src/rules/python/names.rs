@@ -255,9 +255,12 @@ impl PySem<'_> {
     /// prefix fit no name of `names` cannot. Anything computed (`getattr(…)(…)`, `d["k"](…)`),
     /// non-ASCII or through `builtins` might.
     pub fn may_call(&self, call: Node<'_>, names: &NameSet) -> bool {
-        let Some(func) = function_of(call) else {
-            return false;
-        };
+        function_of(call).is_some_and(|func| self.may_name(func, names))
+    }
+
+    /// Whether an expression may stand for one of `names`, decided from its text and the script's
+    /// aliases without resolving it: most expressions are plain dotted names nobody aliased.
+    pub fn may_name(&self, func: Node<'_>, names: &NameSet) -> bool {
         let t = text(func, self.src);
         if !t
             .bytes()
