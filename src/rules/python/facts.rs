@@ -152,7 +152,12 @@ impl<'t> PyFacts<'t> {
     /// What a parameter takes from its function's one call site: the argument at its position
     /// (`prune("/etc")`), or each item of the iterable `map`/`filter` apply the function to
     /// (`map(wipe, glob.glob("/etc/*"))`, `map(lambda p: os.remove(p), paths)`).
-    pub(super) fn parameter_binding(&self, name: &str, src: &str) -> Option<Binding<'t>> {
+    pub(super) fn parameter_binding(
+        &self,
+        k: &PyKinds,
+        name: &str,
+        src: &str,
+    ) -> Option<Binding<'t>> {
         let (function, at) = (*self.params.get(name)?)?;
         let k_name = function_name(function, src);
         let mut found = None;
@@ -161,7 +166,7 @@ impl<'t> PyFacts<'t> {
                 continue;
             };
             let args: Vec<Node<'t>> = call
-                .child_by_field_name("arguments")
+                .child_by_field_id(k.f_arguments)
                 .map(|a| {
                     let mut c = a.walk();
                     a.named_children(&mut c)

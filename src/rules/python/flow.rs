@@ -25,7 +25,7 @@ impl<'a> PySem<'a> {
             .bindings
             .get(name)
             .copied()
-            .or_else(|| self.facts.parameter_binding(name, self.src))
+            .or_else(|| self.facts.parameter_binding(self.k, name, self.src))
     }
 
     /// The known leading parts of the values an expression can take: its value when it is a
