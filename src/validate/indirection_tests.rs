@@ -83,3 +83,16 @@ fn argvs_split_from_command_lines_are_checked_as_commands() {
         );
     }
 }
+
+#[test]
+fn a_function_that_splices_its_arguments_into_an_argv_is_checked_per_call() {
+    let wrapper = "import subprocess\n\ndef git(*args):\n    subprocess.run([\"git\", *args], check=True)\n\n";
+    let hostile = format!(
+        "{wrapper}git(\"fetch\", \"--all\")\ngit(\"filter-branch\", \"-f\", \"--index-filter\", \"git rm -r --cached .\", \"--\", \"--all\")\ngit(\"push\", \"--force\", \"--all\", \"origin\")\n"
+    );
+    assert!(!blocking(&hostile).is_empty(), "{hostile}");
+    let harmless = format!("{wrapper}git(\"status\", \"--short\")\ngit(\"log\", \"-1\")\n");
+    assert_eq!(blocking(&harmless), Vec::<String>::new());
+    let rm = "import subprocess\ndef run(*argv):\n    subprocess.run([*argv])\nrun(\"rm\", \"-rf\", \"/usr\")\n";
+    assert!(!blocking(rm).is_empty());
+}

@@ -26,6 +26,16 @@ pub fn python_embedded<'t>(
     if let Some(line) = shell_command_line(sem, &names, call, &args) {
         return vec![line];
     }
+    // a function's `*args` spliced into the argv: the argv of each call of the function
+    if let Some(list) = args.first().filter(|a| a.kind() == "list") {
+        let forwarded = sem.forwarded_lists(*list);
+        if !forwarded.is_empty() {
+            return forwarded
+                .into_iter()
+                .map(|(call, argv)| argv_embedded(call, command_line(&argv)))
+                .collect();
+        }
+    }
     // argv is the first list/tuple argument, or the string arguments themselves (os.execl style).
     let mut items: Vec<(Node<'t>, Option<String>)> = args
         .iter()

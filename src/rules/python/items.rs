@@ -134,3 +134,71 @@ impl<'a> PySem<'a> {
         )
     }
 }
+
+/// An argv as list items with their folded values, and the call it comes from.
+pub type ForwardedArgv<'a> = (Node<'a>, Vec<(Node<'a>, Option<String>)>);
+
+impl<'a> PySem<'a> {
+    /// `def git(*args): subprocess.run(["git", *args])` and then `git("push", "--force")`: the argv
+    /// each call of the function gives a list that splices the function's `*args`, one per call
+    /// (anchored at the call; arguments that do not fold are `None`).
+    pub fn forwarded_lists(&self, list: Node<'a>) -> Vec<ForwardedArgv<'a>> {
+        const MAX_CALLS: usize = 32;
+        let mut cursor = list.walk();
+        let items: Vec<Node<'a>> = list.named_children(&mut cursor).collect();
+        let Some((at, name)) = items.iter().enumerate().find_map(|(i, item)| {
+            (item.kind() == "list_splat")
+                .then(|| item.named_child(0))
+                .flatten()
+                .filter(|n| n.kind_id() == self.k.identifier)
+                .map(|n| (i, ident(n, self.src)))
+        }) else {
+            return Vec::new();
+        };
+        // the function whose `*name` parameter it is
+        let mut function = list.parent();
+        while let Some(f) = function
+            && f.kind() != "function_definition"
+        {
+            function = f.parent();
+        }
+        let Some(function) = function else {
+            return Vec::new();
+        };
+        let takes_rest = function
+            .child_by_field_id(self.k.f_parameters)
+            .into_iter()
+            .flat_map(|p| crate::rules::grammar::children(p).collect::<Vec<_>>())
+            .any(|p| {
+                p.kind() == "list_splat_pattern"
+                    && p.named_child(0).is_some_and(|n| ident(n, self.src) == name)
+            });
+        let Some(fname) = function
+            .child_by_field_id(self.k.f_name)
+            .map(|n| text(n, self.src))
+        else {
+            return Vec::new();
+        };
+        if !takes_rest {
+            return Vec::new();
+        }
+        self.facts
+            .calls
+            .iter()
+            .filter(|call| function_of(**call).is_some_and(|f| text(f, self.src) == fname))
+            .take(MAX_CALLS)
+            .map(|call| {
+                let passed = self.positional(*call);
+                let mut argv: Vec<(Node<'a>, Option<String>)> = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    if i == at {
+                        argv.extend(passed.iter().map(|a| (*a, self.fold(*a))));
+                    } else {
+                        argv.push((*item, self.fold(*item)));
+                    }
+                }
+                (*call, argv)
+            })
+            .collect()
+    }
+}
