@@ -96,3 +96,11 @@ fn a_function_that_splices_its_arguments_into_an_argv_is_checked_per_call() {
     let rm = "import subprocess\ndef run(*argv):\n    subprocess.run([*argv])\nrun(\"rm\", \"-rf\", \"/usr\")\n";
     assert!(!blocking(rm).is_empty());
 }
+
+#[test]
+fn a_function_that_runs_its_parameter_is_checked_with_each_callers_argv() {
+    let hostile = "import subprocess\nAGENTS = [\"falcon-sensor\", \"auditd\"]\ndef quiet(cmd):\n    subprocess.run(cmd, stdout=subprocess.DEVNULL)\nfor a in AGENTS:\n    quiet([\"systemctl\", \"stop\", a])\n    quiet([\"pkill\", \"-9\", \"-f\", a])\n";
+    assert!(!blocking(hostile).is_empty(), "{hostile}");
+    let harmless = "import subprocess\ndef quiet(cmd):\n    subprocess.run(cmd, stdout=subprocess.DEVNULL)\nquiet([\"git\", \"status\"])\nquiet([\"make\", \"test\"])\n";
+    assert_eq!(blocking(harmless), Vec::<String>::new());
+}

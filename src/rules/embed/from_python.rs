@@ -36,6 +36,22 @@ pub fn python_embedded<'t>(
                 .collect();
         }
     }
+    // a parameter of the enclosing function: the argv lists its callers pass
+    if let Some(first) = args.first() {
+        let lines: Vec<Embedded<'t>> = sem
+            .forwarded_args(*first)
+            .into_iter()
+            .filter_map(|(call, passed)| Some((call, sem.list_items(passed)?)))
+            .flat_map(|(call, items)| {
+                argv_lines(sem, &items)
+                    .into_iter()
+                    .map(move |code| argv_embedded(call, code))
+            })
+            .collect();
+        if !lines.is_empty() {
+            return lines;
+        }
+    }
     // argv is the first list/tuple argument, or the string arguments themselves (os.execl style).
     let mut items: Vec<(Node<'t>, Option<String>)> = args
         .iter()

@@ -31,6 +31,26 @@ impl<'a> PySem<'a> {
         {
             return self.fold_items(value, d - 1);
         }
+        // `map(chr, [103, 108, …])`, `map(str, parts)`: each item through the function
+        if node.kind_id() == k.call
+            && d > 0
+            && let Some(func) = function_of(node)
+            && text(func, self.src) == "map"
+            && let [f, items] = self.positional(node)[..]
+            && matches!(text(f, self.src), "chr" | "str")
+        {
+            let values = self.fold_items(items, d - 1)?;
+            if text(f, self.src) == "str" {
+                return Some(values);
+            }
+            return values
+                .iter()
+                .map(|v| {
+                    let code = parse_int(v)?;
+                    char::from_u32(u32::try_from(code).ok()?).map(String::from)
+                })
+                .collect();
+        }
         let s = self.fold_at(node, d)?;
         Some(s.chars().map(String::from).collect())
     }
@@ -155,14 +175,7 @@ impl<'a> PySem<'a> {
         }) else {
             return Vec::new();
         };
-        // the function whose `*name` parameter it is
-        let mut function = list.parent();
-        while let Some(f) = function
-            && f.kind() != "function_definition"
-        {
-            function = f.parent();
-        }
-        let Some(function) = function else {
+        let Some(function) = enclosing_function(list) else {
             return Vec::new();
         };
         let takes_rest = function
@@ -201,4 +214,56 @@ impl<'a> PySem<'a> {
             })
             .collect()
     }
+}
+
+impl<'a> PySem<'a> {
+    /// `def quiet(cmd): subprocess.run(cmd, …)` and then `quiet(["systemctl", "stop", a])`: the
+    /// argument each call of the enclosing function passes for the parameter `name` (at most 32
+    /// calls), with the call it comes from.
+    pub fn forwarded_args(&self, name: Node<'a>) -> Vec<(Node<'a>, Node<'a>)> {
+        const MAX_CALLS: usize = 32;
+        if name.kind_id() != self.k.identifier {
+            return Vec::new();
+        }
+        let wanted = ident(name, self.src);
+        let Some(function) = enclosing_function(name) else {
+            return Vec::new();
+        };
+        let Some(position) = function
+            .child_by_field_id(self.k.f_parameters)
+            .and_then(|p| {
+                let mut cursor = p.walk();
+                p.named_children(&mut cursor).position(|param| {
+                    param.kind_id() == self.k.identifier && ident(param, self.src) == wanted
+                })
+            })
+        else {
+            return Vec::new();
+        };
+        let Some(fname) = function
+            .child_by_field_id(self.k.f_name)
+            .map(|n| text(n, self.src))
+        else {
+            return Vec::new();
+        };
+        self.facts
+            .calls
+            .iter()
+            .filter(|call| function_of(**call).is_some_and(|f| text(f, self.src) == fname))
+            .take(MAX_CALLS)
+            .filter_map(|call| Some((*call, *self.positional(*call).get(position)?)))
+            .collect()
+    }
+}
+
+/// The `def` a node sits in, if any.
+fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
+    let mut current = node.parent();
+    while let Some(n) = current {
+        if n.kind() == "function_definition" {
+            return Some(n);
+        }
+        current = n.parent();
+    }
+    None
 }
