@@ -1,6 +1,7 @@
 //! The items of constant containers: list and tuple literals (directly or through a name bound
-//! to one), comprehensions over constants, and the values a container or a subscript of one may
-//! take.
+//! to one), comprehensions over constants, `map(chr, …)`, and the values a container or a
+//! subscript of one may take; and the argv lists a function's callers hand it (a parameter run
+//! as a command, `*args` spliced into an argv).
 
 use tree_sitter::Node;
 
@@ -158,12 +159,14 @@ impl<'a> PySem<'a> {
 /// An argv as list items with their folded values, and the call it comes from.
 pub type ForwardedArgv<'a> = (Node<'a>, Vec<(Node<'a>, Option<String>)>);
 
+/// Calls of one function followed, at most: each gives its own command line.
+const MAX_CALLS: usize = 32;
+
 impl<'a> PySem<'a> {
     /// `def git(*args): subprocess.run(["git", *args])` and then `git("push", "--force")`: the argv
     /// each call of the function gives a list that splices the function's `*args`, one per call
     /// (anchored at the call; arguments that do not fold are `None`).
     pub fn forwarded_lists(&self, list: Node<'a>) -> Vec<ForwardedArgv<'a>> {
-        const MAX_CALLS: usize = 32;
         let mut cursor = list.walk();
         let items: Vec<Node<'a>> = list.named_children(&mut cursor).collect();
         let Some((at, name)) = items.iter().enumerate().find_map(|(i, item)| {
@@ -186,22 +189,13 @@ impl<'a> PySem<'a> {
                 p.kind() == "list_splat_pattern"
                     && p.named_child(0).is_some_and(|n| ident(n, self.src) == name)
             });
-        let Some(fname) = function
-            .child_by_field_id(self.k.f_name)
-            .map(|n| text(n, self.src))
-        else {
-            return Vec::new();
-        };
         if !takes_rest {
             return Vec::new();
         }
-        self.facts
-            .calls
-            .iter()
-            .filter(|call| function_of(**call).is_some_and(|f| text(f, self.src) == fname))
-            .take(MAX_CALLS)
+        self.calls_of(function)
+            .into_iter()
             .map(|call| {
-                let passed = self.positional(*call);
+                let passed = self.positional(call);
                 let mut argv: Vec<(Node<'a>, Option<String>)> = Vec::new();
                 for (i, item) in items.iter().enumerate() {
                     if i == at {
@@ -210,18 +204,15 @@ impl<'a> PySem<'a> {
                         argv.push((*item, self.fold(*item)));
                     }
                 }
-                (*call, argv)
+                (call, argv)
             })
             .collect()
     }
-}
 
-impl<'a> PySem<'a> {
     /// `def quiet(cmd): subprocess.run(cmd, …)` and then `quiet(["systemctl", "stop", a])`: the
-    /// argument each call of the enclosing function passes for the parameter `name` (at most 32
-    /// calls), with the call it comes from.
+    /// argument each call of the enclosing function passes for the parameter `name`, with the call
+    /// it comes from.
     pub fn forwarded_args(&self, name: Node<'a>) -> Vec<(Node<'a>, Node<'a>)> {
-        const MAX_CALLS: usize = 32;
         if name.kind_id() != self.k.identifier {
             return Vec::new();
         }
@@ -240,6 +231,14 @@ impl<'a> PySem<'a> {
         else {
             return Vec::new();
         };
+        self.calls_of(function)
+            .into_iter()
+            .filter_map(|call| Some((call, *self.positional(call).get(position)?)))
+            .collect()
+    }
+
+    /// The script's calls of a `def` by its name (at most [`MAX_CALLS`]).
+    fn calls_of(&self, function: Node<'a>) -> Vec<Node<'a>> {
         let Some(fname) = function
             .child_by_field_id(self.k.f_name)
             .map(|n| text(n, self.src))
@@ -251,7 +250,7 @@ impl<'a> PySem<'a> {
             .iter()
             .filter(|call| function_of(**call).is_some_and(|f| text(f, self.src) == fname))
             .take(MAX_CALLS)
-            .filter_map(|call| Some((*call, *self.positional(*call).get(position)?)))
+            .copied()
             .collect()
     }
 }
