@@ -107,6 +107,19 @@ impl<'a> PySem<'a> {
                 }
                 _ => None,
             }
+        } else if kind == k.attribute
+            && node
+                .child_by_field_id(k.f_attribute)
+                .is_some_and(|a| matches!(text(a, self.src), "sep" | "curdir" | "pardir"))
+        {
+            // the path constants of `os`/`os.path` on the runner (POSIX): `relax(os.sep)` is `/`
+            let names = self.names(node);
+            match names.first().map(String::as_str) {
+                Some("os.sep" | "os.path.sep" | "posixpath.sep") => Some("/".into()),
+                Some("os.curdir" | "os.path.curdir") => Some(".".into()),
+                Some("os.pardir" | "os.path.pardir") => Some("..".into()),
+                _ => None,
+            }
         } else if kind == k.binary_operator {
             self.fold_binary(node, d)
         } else if kind == k.call {
