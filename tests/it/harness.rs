@@ -309,6 +309,36 @@ impl Service {
         }
     }
 
+    /// Waits until one profile's warm pool (all its languages, `GET /v1/profiles`) holds `n`
+    /// ready containers: the total of `/readyz` may be reached by other profiles first.
+    pub async fn wait_profile_pool(&self, name: &str, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let listed: Value = match self
+                .client
+                .get(format!("{}/v1/profiles", self.url))
+                .send()
+                .await
+            {
+                Ok(r) => r.json().await.unwrap_or(Value::Null),
+                Err(_) => Value::Null,
+            };
+            let ready = listed["profiles"]
+                .as_array()
+                .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+                .and_then(|p| p["pool_ready"].as_u64())
+                .unwrap_or(0);
+            if ready >= n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} pool did not fill: {listed}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Graceful shutdown; then nothing of this instance may remain (no container; over the fake
     /// runner, no lease).
     pub async fn stop(mut self) {

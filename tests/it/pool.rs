@@ -27,7 +27,8 @@ async fn warm_service() -> Service {
         c.validation.disabled_rules = vec!["python-system-file-write".into()];
     })
     .await;
-    service.wait_pool(4).await;
+    // Both languages of the default profile, two each (the data profile fills its own slots).
+    service.wait_profile_pool("minimal", 4).await;
     service
 }
 

@@ -5,7 +5,6 @@
 //! through the official Python SDK.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use scriptgate::sandbox::profiles::ProfileConfig;
 use serde_json::{Value, json};
@@ -204,22 +203,6 @@ async fn listed_versions_are_what_the_container_reports() {
     s.stop().await;
 }
 
-/// `/v1/profiles` pool_ready of one profile, once it reaches `n`.
-async fn wait_ready(s: &Service, name: &str, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let listed = profiles(s).await;
-        if profile(&listed, name)["pool_ready"].as_u64() >= Some(n) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} pool did not fill: {listed}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn each_profile_keeps_and_refills_its_own_warm_pool() {
     let s = Service::start(|c| {
@@ -231,13 +214,13 @@ async fn each_profile_keeps_and_refills_its_own_warm_pool() {
         }];
     })
     .await;
-    wait_ready(&s, "data", 1).await;
+    s.wait_profile_pool("data", 1).await;
     assert_eq!(profile(&profiles(&s).await, "minimal")["pool_ready"], 0);
     let first = run(&s, "data", "import sys; print('pandas' in sys.modules)").await;
     assert_eq!(first["warm"], true, "{first}");
     // Imported before the script arrived.
     assert_eq!(first["stdout"], "True\n", "{first}");
-    wait_ready(&s, "data", 1).await;
+    s.wait_profile_pool("data", 1).await;
     let second = run(&s, "data", "print(2)").await;
     assert_eq!(second["warm"], true, "{second}");
     assert_ne!(first["execution_id"], second["execution_id"]);
