@@ -13,6 +13,7 @@ mod awk;
 mod from_bash;
 mod from_python;
 mod words;
+mod written;
 
 use serde::Deserialize;
 use tree_sitter::Node;

@@ -4,7 +4,7 @@
 
 use tree_sitter::Node;
 
-use super::{Embedded, Interpreter, ShellRunner, awk, is_code_flag, verbatim, words};
+use super::{Embedded, Interpreter, ShellRunner, awk, is_code_flag, verbatim, words, written};
 use crate::domain::script::Language;
 use crate::rules::bash::{BashSem, Invocation};
 use crate::rules::codec::decode_c_escapes;
@@ -22,7 +22,7 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
         .chain(words::function_runs_arguments(sem, command))
         .chain(words::array_expansion(sem, command))
         .chain(words::xargs_input(sem, command))
-        .chain(written_script(sem, command))
+        .chain(written::written_script(sem, command))
         .collect();
     let (invocations, hot) = cx.bash_invocations(sem, command);
     if !hot {
@@ -333,43 +333,6 @@ fn attached_code<'t>(
         }
     }
     None
-}
-
-/// A script written out by `cat`/`tee` from a heredoc that starts with a shell's or Python's `#!`
-/// line (a git hook, a cron job, a helper run later): checked as the program it is.
-fn written_script<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
-    let k = sem.k;
-    let name = command.child_by_field_id(k.f_name)?;
-    if !matches!(
-        text(name, sem.src),
-        "cat" | "tee" | "/bin/cat" | "/usr/bin/tee"
-    ) {
-        return None;
-    }
-    let statement = command
-        .parent()
-        .filter(|p| p.kind_id() == k.redirected_statement)?;
-    let body = crate::rules::grammar::children(statement)
-        .filter(|c| c.kind_id() == k.heredoc_redirect)
-        .find_map(|r| crate::rules::grammar::children(r).find(|c| c.kind_id() == k.heredoc_body))?;
-    let code = text(body, sem.src);
-    let shebang = code.trim_start().strip_prefix("#!")?.lines().next()?;
-    let program = shebang
-        .split_whitespace()
-        .map(|w| w.rsplit('/').next().unwrap_or(w))
-        .find(|w| *w != "env" && !w.starts_with('-'))?;
-    let language = match program {
-        "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash" => Language::Bash,
-        p if p.starts_with("python") => Language::Python,
-        _ => return None,
-    };
-    Some(Embedded {
-        interpreter: format!("the script written by {}", text(name, sem.src)),
-        language: Some(language),
-        code: Some(code.to_string()),
-        anchor: body,
-        verbatim_at: Some(body.start_byte()),
-    })
 }
 
 /// The program an interpreter reads on stdin: a heredoc, a here-string, or the previous pipeline stage.

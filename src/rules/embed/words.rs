@@ -157,7 +157,7 @@ pub(super) fn xargs_input<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Em
     if sem.fold(name)? != "xargs" {
         return None;
     }
-    let pipeline = command.parent().filter(|p| p.kind() == "pipeline")?;
+    command.parent().filter(|p| p.kind() == "pipeline")?;
     let writer = command.prev_named_sibling()?;
     let writer_name = writer.child_by_field_id(sem.k.f_name)?;
     let mut words: Vec<&str> = children_in_field(writer, sem.k.f_argument)
@@ -175,7 +175,7 @@ pub(super) fn xargs_input<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Em
         }
         _ => return None,
     }
-    if words.is_empty() || pipeline.start_byte() > writer.start_byte() {
+    if words.is_empty() {
         return None;
     }
     // The program starts at xargs' first argument that is not one of its options.
