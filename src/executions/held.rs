@@ -10,9 +10,10 @@ use uuid::Uuid;
 
 use super::{ExecError, Executions, audit};
 use crate::auth::Caller;
-use crate::domain::record::{Decision, Status};
+use crate::domain::record::{Decision, ExecutionRecord, Status};
 use crate::sandbox::ApprovalAsk;
 use crate::sandbox::held;
+use crate::store::Transition;
 
 /// One held operation, as an operator reviews it; its owner is its execution's id.
 pub(crate) type HeldOperation = held::HeldOperation<Uuid>;
@@ -77,24 +78,35 @@ impl Executions {
     }
 
     /// An operator's answer to a held operation: it proceeds (approve) or fails with `EACCES`
-    /// (deny); the decision is audited on its execution. Answers the execution's id.
+    /// (deny). The decision is audited on its execution before the sandbox hears it, so the
+    /// answer is the record as the decision left it (`running`) and a run that ends at once cannot
+    /// lose the audit record. A run that ended before the answer was recorded leaves nothing
+    /// waiting: not found.
     pub(crate) async fn decide_operation(
         &self,
         operator: &Caller,
         id: Uuid,
         decision: Decision,
         reason: String,
-    ) -> Result<Uuid, ExecError> {
+    ) -> Result<ExecutionRecord, ExecError> {
         let Some(waiting) = self.held.0.take(id) else {
             return Err(ExecError::NotFound);
         };
-        let held = waiting.answer(decision);
         let by = operator.name.clone();
-        let execution_id = held.owner;
-        self.transition(execution_id, &[Status::Running], move |r| {
-            vec![audit::operation_decided(r, &by, decision, &reason, &held)]
-        })
-        .await?;
-        Ok(execution_id)
+        let held = waiting.held.clone();
+        let recorded = self
+            .transition(held.owner, &[Status::Running], move |r| {
+                vec![audit::operation_decided(r, &by, decision, &reason, &held)]
+            })
+            .await?;
+        match recorded {
+            Transition::Applied(rec) => {
+                waiting.answer(decision);
+                Ok(*rec)
+            }
+            // The run ended while the operator answered: dropping `waiting` denies what its
+            // sandbox, if any is left, still waits for.
+            Transition::Conflict(_) | Transition::Missing => Err(ExecError::NotFound),
+        }
     }
 }

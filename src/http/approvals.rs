@@ -282,13 +282,9 @@ pub(super) async fn decide(
         return Err(ApiError::Schema("reason: at most 2000 characters".into()));
     }
     if state.executions.is_held_operation(id) {
-        let execution = state
-            .executions
-            .decide_operation(operator, id, body.decision, body.reason)
-            .await?;
         let rec = state
             .executions
-            .get(operator, execution, std::time::Duration::ZERO)
+            .decide_operation(operator, id, body.decision, body.reason)
             .await?;
         return Ok(axum::Json(ExecuteOut::from(&rec)).into_response());
     }
