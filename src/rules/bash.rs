@@ -41,6 +41,7 @@ pub struct BashKinds {
     variable_assignment: u16,
     for_statement: u16,
     array: u16,
+    subscript: u16,
     pub function_definition: u16,
     pub pipeline: u16,
     pub list: u16,
@@ -53,6 +54,7 @@ pub struct BashKinds {
     f_value: u16,
     f_variable: u16,
     f_body: u16,
+    f_index: u16,
     pub f_redirect: u16,
 }
 
@@ -77,6 +79,7 @@ impl BashKinds {
             variable_assignment: k("variable_assignment"),
             for_statement: k("for_statement"),
             array: k("array"),
+            subscript: k("subscript"),
             function_definition: k("function_definition"),
             pipeline: k("pipeline"),
             list: k("list"),
@@ -89,6 +92,7 @@ impl BashKinds {
             f_value: f("value"),
             f_variable: f("variable"),
             f_body: f("body"),
+            f_index: f("index"),
             f_redirect: f("redirect"),
         }
     }

@@ -20,6 +20,9 @@ pub struct BashFacts {
     /// Arrays assigned once, as the source text of their words (`t=("$HOME/.ssh" /var/www)`): what
     /// `"${t[@]}"` expands to, word for word, when the words are not all constants.
     pub(crate) array_texts: FxHashMap<String, Option<String>>,
+    /// Associative arrays of constants (`declare -A c=([root]=/ [dir]=srv)`, `c[key]=value`), in
+    /// document order; `None` once a key or a value is only known at run time.
+    pub(super) assoc: FxHashMap<String, Option<FxHashMap<String, String>>>,
     /// Aliases defined once to a constant (`alias tidy='rm -rf'`).
     pub(crate) aliases: FxHashMap<String, Option<String>>,
     /// Functions whose body runs their arguments as a command (`run() { "$@"; }`, and a function
@@ -36,6 +39,9 @@ impl BashFacts {
             let Some(name) = node.child_by_field_id(k.f_name) else {
                 return;
             };
+            if name.kind_id() == k.subscript {
+                return self.observe_entry(k, node, name, src);
+            }
             let name = text(name, src).to_string();
             if let Some(array) = node
                 .child_by_field_id(k.f_value)
@@ -61,6 +67,7 @@ impl BashFacts {
                     .join(" ");
                 self.array_texts
                     .insert(name.clone(), (!again).then_some(words));
+                self.observe_assoc(k, &name, array, src);
             }
             let value = match node.child_by_field_id(k.f_value) {
                 Some(v) => BashSem {
@@ -137,6 +144,80 @@ impl BashFacts {
 }
 
 impl BashFacts {
+    /// `([key]=value …)`: the entries of an associative array, when every element is one.
+    fn observe_assoc(&mut self, k: &BashKinds, name: &str, array: Node<'_>, src: &str) {
+        let mut entries = FxHashMap::default();
+        let elements: Vec<Node<'_>> = array.named_children(&mut array.walk()).collect();
+        if elements.is_empty() {
+            return;
+        }
+        for element in elements {
+            let t = text(element, src);
+            let Some((key, _)) = t.strip_prefix('[').and_then(|r| r.split_once("]=")) else {
+                return;
+            };
+            // The value: the element's parts after `]=`, folded.
+            let value_start = element.start_byte() + key.len() + 3;
+            let sem = BashSem {
+                k,
+                facts: self,
+                src,
+                interpreters: None,
+            };
+            let value = if element.kind_id() == k.concatenation {
+                element
+                    .named_children(&mut element.walk())
+                    .filter(|p| p.start_byte() >= value_start)
+                    .map(|p| sem.fold(p))
+                    .collect::<Option<String>>()
+            } else {
+                Some(String::new())
+            };
+            let folded_key = constant_key(key);
+            match (folded_key, value) {
+                (Some(key), Some(value)) => {
+                    entries.insert(key, value);
+                }
+                _ => {
+                    self.assoc.insert(name.to_string(), None);
+                    return;
+                }
+            }
+        }
+        self.assoc.insert(name.to_string(), Some(entries));
+    }
+
+    /// `name[key]=value`: one more entry of an associative array, in document order.
+    fn observe_entry(&mut self, k: &BashKinds, node: Node<'_>, subscript: Node<'_>, src: &str) {
+        let Some(name) = subscript.child_by_field_id(k.f_name) else {
+            return;
+        };
+        let name = text(name, src).to_string();
+        let key = subscript
+            .child_by_field_id(k.f_index)
+            .and_then(|i| constant_key(text(i, src)));
+        let value = match node.child_by_field_id(k.f_value) {
+            Some(v) => BashSem {
+                k,
+                facts: self,
+                src,
+                interpreters: None,
+            }
+            .fold(v),
+            None => Some(String::new()),
+        };
+        let entries = self
+            .assoc
+            .entry(name)
+            .or_insert_with(|| Some(FxHashMap::default()));
+        match (entries.as_mut(), key, value) {
+            (Some(map), Some(key), Some(value)) => {
+                map.insert(key, value);
+            }
+            _ => *entries = None,
+        }
+    }
+
     /// `alias name='value'`: the value, when constant and the name is defined once.
     fn observe_alias(&mut self, k: &BashKinds, node: Node<'_>, src: &str) {
         for arg in children_in_field(node, k.f_argument) {
@@ -221,4 +302,10 @@ impl BashFacts {
         });
         Some((var, value))
     }
+}
+
+/// An associative array's key when it is a constant word (`prefix`, `"prefix"`).
+fn constant_key(key: &str) -> Option<String> {
+    let key = key.trim_matches(|c| c == '"' || c == '\'');
+    (!key.is_empty() && !key.contains(['$', '`', '(', '*', '@'])).then(|| key.to_string())
 }

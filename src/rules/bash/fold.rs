@@ -88,10 +88,15 @@ impl BashSem<'_> {
                 return self.facts.consts.get(target.as_str()).cloned().flatten();
             }
             // `${parts[1]}`: one word of an array of constants
-            if let Some((name, index)) = inner.strip_suffix(']').and_then(|i| i.split_once('['))
-                && let Ok(index) = index.parse::<usize>()
-            {
-                return self.facts.arrays.get(name)?.as_ref()?.get(index).cloned();
+            if let Some((name, index)) = inner.strip_suffix(']').and_then(|i| i.split_once('[')) {
+                if let Ok(index) = index.parse::<usize>()
+                    && !self.facts.assoc.contains_key(name)
+                {
+                    return self.facts.arrays.get(name)?.as_ref()?.get(index).cloned();
+                }
+                // `${cfg[root]}`: one entry of an associative array of constants
+                let key = index.trim_matches(|c| c == '"' || c == '\'');
+                return self.facts.assoc.get(name)?.as_ref()?.get(key).cloned();
             }
             if let Some(part) = self.substring(inner) {
                 return Some(part);

@@ -40,7 +40,8 @@ impl<'a> PySem<'a> {
             && let [f, items] = self.positional(node)[..]
             && matches!(text(f, self.src), "chr" | "str")
         {
-            let values = self.fold_items(items, d - 1)?;
+            // The same depth: `items` is inside this call, and a name in it spends its own.
+            let values = self.fold_items(items, d)?;
             if text(f, self.src) == "str" {
                 return Some(values);
             }

@@ -233,6 +233,12 @@ impl<'a> PySem<'a> {
         if named(&["map"]) && args.len() == 2 && self.keeps_path(args[0]) {
             return self.item_prefixes(args[1], at, d);
         }
+        // `for d in cache_dirs():` a function of this script: what it yields or returns
+        if d > 0
+            && let Some(def) = self.local_function(func)
+        {
+            return self.produced_prefixes(def, at, d - 1);
+        }
         match (at, args.first()) {
             (None, Some(pattern)) if named(&["glob.glob", "glob.iglob"]) => self
                 .prefixes_at(*pattern, d)
@@ -243,6 +249,66 @@ impl<'a> PySem<'a> {
             (Some(0), Some(top)) if named(&["os.walk"]) => self.prefixes_at(*top, d),
             _ => Vec::new(),
         }
+    }
+
+    /// The module-level `def` a called name refers to (`cache_dirs` in `cache_dirs()`).
+    fn local_function(&self, func: Node<'a>) -> Option<Node<'a>> {
+        if func.kind_id() != self.k.identifier {
+            return None;
+        }
+        let name = text(func, self.src);
+        let mut root = func;
+        while let Some(parent) = root.parent() {
+            root = parent;
+        }
+        children(root)
+            .map(|c| {
+                if c.kind() == "decorated_definition" {
+                    c.child_by_field_name("definition").unwrap_or(c)
+                } else {
+                    c
+                }
+            })
+            .find(|c| {
+                c.kind() == "function_definition"
+                    && c.child_by_field_id(self.k.f_name)
+                        .is_some_and(|n| text(n, self.src) == name)
+            })
+    }
+
+    /// The prefixes of what a function produces: each `yield x` (the items of `yield from xs`) and
+    /// the items of each `return [...]`, outside nested functions and classes.
+    fn produced_prefixes(&self, def: Node<'a>, at: Option<u8>, d: u8) -> Vec<String> {
+        let Some(body) = def.child_by_field_id(self.k.f_body) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut stack = vec![body];
+        while let Some(node) = stack.pop() {
+            match node.kind() {
+                "function_definition" | "class_definition" | "lambda" => continue,
+                "yield" => {
+                    let from = children(node).any(|c| c.kind() == "from");
+                    if let Some(value) = node.named_child(0) {
+                        if from {
+                            out.extend(self.item_prefixes(value, at, d));
+                        } else if at.is_none() {
+                            out.extend(self.prefixes_at(value, d));
+                        }
+                    }
+                    continue;
+                }
+                "return_statement" => {
+                    if let Some(value) = node.named_child(0) {
+                        out.extend(self.item_prefixes(value, at, d));
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            stack.extend(children(node).filter(|c| c.is_named()));
+        }
+        out
     }
 
     /// The dict literal a loop goes through and the field of its pairs the target gets: `for k in
