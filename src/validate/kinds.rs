@@ -148,6 +148,8 @@ impl Kinds {
             // parameters, bound to what the calls pass (`prune("/etc")`, `map(wipe, paths)`)
             "function_definition",
             "lambda",
+            // classes: their calls bind `__init__`'s parameters
+            "class_definition",
         ];
         let py_table = table(
             &py,

@@ -51,6 +51,8 @@ pub struct PyFacts<'t> {
     pub(super) calls: Vec<Node<'t>>,
     /// Names of the functions defined so far (`def f`, `f = lambda …`).
     functions: rustc_hash::FxHashSet<String>,
+    /// Names of the classes defined so far (their calls run `__init__`).
+    pub(super) classes: rustc_hash::FxHashSet<String>,
 }
 
 impl<'t> PyFacts<'t> {
@@ -69,14 +71,28 @@ impl<'t> PyFacts<'t> {
             self.observe_for(k, node, src);
         } else if kind == k.call {
             self.observe_dict_update(k, node, src);
-            if let Some(f) = super::function_of(node).filter(|f| f.kind_id() == k.identifier) {
+            if let Some(f) = super::function_of(node) {
                 let callee = &src[f.byte_range()];
-                if matches!(callee, "map" | "filter") || self.functions.contains(callee) {
+                let own = if f.kind_id() == k.identifier {
+                    matches!(callee, "map" | "filter")
+                        || self.functions.contains(callee)
+                        || self.classes.contains(callee)
+                } else {
+                    // `self.push(p)`, `job.run()`: a method of the script's own
+                    f.kind_id() == k.attribute
+                        && f.child_by_field_id(k.f_attribute)
+                            .is_some_and(|a| self.functions.contains(&src[a.byte_range()]))
+                };
+                if own {
                     self.calls.push(node);
                 }
             }
         } else if kind == k.function_definition || kind == k.lambda {
             self.observe_parameters(k, node, src);
+        } else if kind == k.class_definition {
+            if let Some(name) = node.child_by_field_id(k.f_name) {
+                self.classes.insert(src[name.byte_range()].to_string());
+            }
         } else if kind == k.as_pattern {
             // `with value as name` (and `except E as name`)
             if let (Some(value), Some(alias)) = (node.child(0), node.child_by_field_id(k.f_alias))
@@ -160,11 +176,32 @@ impl<'t> PyFacts<'t> {
     ) -> Option<Binding<'t>> {
         let (function, at) = (*self.params.get(name)?)?;
         let k_name = function_name(function, src);
+        // A method's callers pass what follows `self`: `obj.push(p)` and, for `__init__`, the
+        // class's own calls (`Job("~")`).
+        let class = enclosing_class(k, function);
+        if class.is_some() && at == 0 {
+            return None; // `self`
+        }
+        let (at, callee_is) = match (class, k_name) {
+            (Some(class), Some("__init__")) => {
+                let class_name = class
+                    .child_by_field_id(k.f_name)
+                    .map(|n| &src[n.byte_range()]);
+                (at - 1, CalleeIs::Class(class_name?))
+            }
+            (Some(_), Some(method)) => (at - 1, CalleeIs::Method(method)),
+            _ => (at, CalleeIs::Function(k_name)),
+        };
         let mut found = None;
         for call in &self.calls {
             let Some(callee) = super::function_of(*call).map(|f| &src[f.byte_range()]) else {
                 continue;
             };
+            // a call inside the function itself (recursion) passes on what it was given
+            if call.start_byte() >= function.start_byte() && call.end_byte() <= function.end_byte()
+            {
+                continue;
+            }
             let args: Vec<Node<'t>> = call
                 .child_by_field_id(k.f_arguments)
                 .map(|a| {
@@ -174,7 +211,7 @@ impl<'t> PyFacts<'t> {
                         .collect()
                 })
                 .unwrap_or_default();
-            let binding = if Some(callee) == k_name {
+            let binding = if callee_is.matches(callee) {
                 // a call that does not pass this argument gives it no value of its own
                 let Some(arg) = args.get(usize::from(at)) else {
                     continue;
@@ -281,6 +318,14 @@ impl<'t> PyFacts<'t> {
             self.consts.insert(name.clone(), None);
             self.containers.insert(name, None);
             return;
+        }
+        if left.kind_id() == k.attribute
+            && left
+                .child_by_field_id(k.f_object)
+                .is_some_and(|o| o.kind_id() == k.identifier && &src[o.byte_range()] == "self")
+        {
+            // `self.base = Path(base)`: what the attribute holds, like a name's binding
+            self.record(src[left.byte_range()].to_string(), Binding::Value(right));
         }
         if left.kind_id() == k.subscript || left.kind_id() == k.attribute {
             // `table[key] = …`, `obj.attr = …`: the object changes; the key is only read.
@@ -412,4 +457,38 @@ fn mentions(k: &PyKinds, node: Node<'_>, name: &str, src: &str) -> bool {
     let mut cursor = node.walk();
     node.named_children(&mut cursor)
         .any(|c| mentions(k, c, name, src))
+}
+
+/// Which calls a parameter's function receives.
+#[derive(Debug, Clone, Copy)]
+enum CalleeIs<'s> {
+    /// `f(…)`
+    Function(Option<&'s str>),
+    /// `obj.method(…)`
+    Method(&'s str),
+    /// `Class(…)`, which runs `__init__`
+    Class(&'s str),
+}
+
+impl CalleeIs<'_> {
+    fn matches(self, callee: &str) -> bool {
+        match self {
+            CalleeIs::Function(name) => Some(callee) == name,
+            CalleeIs::Method(name) => callee
+                .rsplit_once('.')
+                .is_some_and(|(_, method)| method == name),
+            CalleeIs::Class(name) => callee == name,
+        }
+    }
+}
+
+/// The class a `def` is a method of (directly in the class body).
+pub(super) fn enclosing_class<'t>(k: &PyKinds, function: Node<'t>) -> Option<Node<'t>> {
+    let mut parent = function.parent()?;
+    if parent.kind() == "decorated_definition" {
+        parent = parent.parent()?;
+    }
+    // function_definition → block → class_definition
+    let class = parent.parent()?;
+    (class.kind_id() == k.class_definition).then_some(class)
 }

@@ -12,7 +12,7 @@ use crate::rules::grammar::{children, text};
 
 /// Flow is followed this many names deep (`a = b; b = c; …`), and at most this many prefixes are
 /// kept per expression.
-const MAX_FLOW_DEPTH: u8 = 8;
+pub(super) const MAX_FLOW_DEPTH: u8 = 8;
 const MAX_PREFIXES: usize = 8;
 
 /// What `shlex.quote(x)` folds to when only shell safety matters: one quoted word.
@@ -26,6 +26,27 @@ impl<'a> PySem<'a> {
             .get(name)
             .copied()
             .or_else(|| self.facts.parameter_binding(self.k, name, self.src))
+    }
+
+    /// `self.base`, `self.SOURCES`, `Job.SOURCES`: what an attribute of the object or its class
+    /// was bound to (`self.base = …` in a method, `SOURCES = […]` in the class body).
+    pub(super) fn attribute_binding(&self, node: Node<'a>) -> Option<Binding<'a>> {
+        if node.kind_id() != self.k.attribute {
+            return None;
+        }
+        let object = node.child_by_field_id(self.k.f_object)?;
+        let owner = text(object, self.src);
+        if object.kind_id() != self.k.identifier
+            || (owner != "self" && owner != "cls" && !self.facts.classes.contains(owner))
+        {
+            return None;
+        }
+        let attribute = node.child_by_field_id(self.k.f_attribute)?;
+        self.facts
+            .bindings
+            .get(text(node, self.src))
+            .or_else(|| self.facts.bindings.get(text(attribute, self.src)))
+            .copied()
     }
 
     /// The known leading parts of the values an expression can take: its value when it is a
@@ -63,6 +84,11 @@ impl<'a> PySem<'a> {
                 Some(Binding::Refined(value, iterable, at)) => {
                     self.refined_prefixes(node, value, iterable, at, d)
                 }
+                _ => Vec::new(),
+            }
+        } else if kind == k.attribute {
+            match self.attribute_binding(node) {
+                Some(Binding::Value(v)) => self.prefixes_at(v, d),
                 _ => Vec::new(),
             }
         } else if kind == k.binary_operator {

@@ -5,6 +5,7 @@
 
 use tree_sitter::Node;
 
+use super::flow::MAX_FLOW_DEPTH;
 use super::ops::join_paths;
 use super::{Binding, PySem, function_of, ident};
 use crate::rules::grammar::{children, text};
@@ -109,6 +110,11 @@ impl<'a> PySem<'a> {
         {
             return self.literal_items(value, depth + 1);
         }
+        if depth < 4
+            && let Some(Binding::Value(value)) = self.attribute_binding(node)
+        {
+            return self.literal_items(value, depth + 1);
+        }
         None
     }
 
@@ -172,6 +178,24 @@ impl<'a> PySem<'a> {
         {
             return self.item_prefixes(v, at, d);
         }
+        if let Some(Binding::Value(v)) = self.attribute_binding(iterable) {
+            return self.item_prefixes(v, at, d);
+        }
+        // `[p for p in base.iterdir() if p.is_dir()]`: the items of the iterable it filters
+        if (kind == k.list_comprehension || kind == k.generator_expression)
+            && let Some(body) = iterable.child_by_field_id(k.f_body)
+            && let Some(clause) = children(iterable).find(|c| c.kind_id() == k.for_in_clause)
+            && let (Some(var), Some(inner)) = (
+                clause.child_by_field_id(k.f_left),
+                clause.child_by_field_id(k.f_right),
+            )
+            && var.kind_id() == k.identifier
+            && body.kind_id() == k.identifier
+            && text(var, self.src) == text(body, self.src)
+            && d < MAX_FLOW_DEPTH
+        {
+            return self.item_prefixes(inner, at, d + 1);
+        }
         // `glob.glob(p) + ["/etc/passwd"]`: the items of either
         if kind == k.binary_operator
             && iterable
@@ -234,10 +258,10 @@ impl<'a> PySem<'a> {
             return self.item_prefixes(args[1], at, d);
         }
         // `for d in cache_dirs():` a function of this script: what it yields or returns
-        if d > 0
+        if d < MAX_FLOW_DEPTH
             && let Some(def) = self.local_function(func)
         {
-            return self.produced_prefixes(def, at, d - 1);
+            return self.produced_prefixes(def, at, d + 1);
         }
         match (at, args.first()) {
             (None, Some(pattern)) if named(&["glob.glob", "glob.iglob"]) => self
@@ -251,17 +275,33 @@ impl<'a> PySem<'a> {
         }
     }
 
-    /// The module-level `def` a called name refers to (`cache_dirs` in `cache_dirs()`).
+    /// The module-level `def` a called name refers to (`cache_dirs` in `cache_dirs()`), or the
+    /// method of the enclosing class `self.name()` calls.
     fn local_function(&self, func: Node<'a>) -> Option<Node<'a>> {
-        if func.kind_id() != self.k.identifier {
+        // `cache_dirs()` at module level, or `self.stale_dirs()` in the class it is called in
+        let (name, scope) = if func.kind_id() == self.k.identifier {
+            let mut root = func;
+            while let Some(parent) = root.parent() {
+                root = parent;
+            }
+            (text(func, self.src), root)
+        } else if func.kind_id() == self.k.attribute
+            && func
+                .child_by_field_id(self.k.f_object)
+                .is_some_and(|o| text(o, self.src) == "self")
+        {
+            let mut class = func.parent()?;
+            while class.kind_id() != self.k.class_definition {
+                class = class.parent()?;
+            }
+            (
+                text(func.child_by_field_id(self.k.f_attribute)?, self.src),
+                class.child_by_field_id(self.k.f_body)?,
+            )
+        } else {
             return None;
-        }
-        let name = text(func, self.src);
-        let mut root = func;
-        while let Some(parent) = root.parent() {
-            root = parent;
-        }
-        children(root)
+        };
+        children(scope)
             .map(|c| {
                 if c.kind() == "decorated_definition" {
                     c.child_by_field_name("definition").unwrap_or(c)
