@@ -247,34 +247,3 @@ fn readme_examples_compile() {
     }
     assert_eq!(checked, 4);
 }
-
-/// `bash-eval-dynamic` lets `eval "$(PROGRAM …)"` through for exactly the `shell_setup` programs
-/// of the interpreter table (the builtin inline-code rule reads the table; the YAML rule names
-/// them in its regex).
-#[test]
-fn the_eval_rule_and_the_interpreter_table_name_the_same_set_up_programs() {
-    let file = |path: &str| {
-        EMBEDDED
-            .get_file(path)
-            .and_then(|f| f.contents_utf8())
-            .unwrap_or_else(|| panic!("{path}"))
-    };
-    let table: serde_norway::Value =
-        serde_norway::from_str(file("interpreters.yml")).expect("interpreters.yml");
-    let mut listed: Vec<&str> = table["shell_setup"]
-        .as_sequence()
-        .expect("shell_setup")
-        .iter()
-        .filter_map(|v| v.as_str())
-        .collect();
-    let rule = file("bash/bash-eval-dynamic.yml");
-    let names = rule
-        .split_once(r"(command\s+)?(")
-        .and_then(|(_, rest)| rest.split_once(')'))
-        .map(|(names, _)| names)
-        .expect("the rule's alternation of programs");
-    let mut named: Vec<&str> = names.split('|').collect();
-    listed.sort_unstable();
-    named.sort_unstable();
-    assert_eq!(listed, named);
-}

@@ -98,14 +98,22 @@ impl BashFacts {
                     src,
                     interpreters: None,
                 };
+                // each word, or the words of `"${parts[@]}"` of an array of constants
                 let words: Option<Vec<String>> = children_in_field(node, k.f_value)
                     .into_iter()
-                    .map(|w| sem.fold(w))
-                    .collect();
-                let values = if self.loops.contains_key(&name) {
-                    None
-                } else {
-                    words.filter(|w| !w.is_empty())
+                    .map(|w| sem.fold(w).map(|v| vec![v]).or_else(|| sem.array_words(w)))
+                    .collect::<Option<Vec<Vec<String>>>>()
+                    .map(|w| w.concat());
+                // a second loop over the same name: either loop's words
+                let words = words.filter(|w| !w.is_empty());
+                let values = match (self.loops.get(&name), words) {
+                    (None, words) => words,
+                    (Some(Some(before)), Some(words)) => {
+                        let mut all = before.clone();
+                        all.extend(words.into_iter().filter(|w| !before.contains(w)));
+                        Some(all)
+                    }
+                    _ => None,
                 };
                 self.loops.insert(name.clone(), values);
                 self.consts.insert(name, None);

@@ -41,7 +41,11 @@ impl BashSem<'_> {
         let k = self.k;
         let kind = node.kind_id();
         if kind == k.simple_expansion || kind == k.expansion {
-            return self.facts.loops.get(self.variable(node))?.clone();
+            let name = self.variable(node);
+            return match self.facts.loops.get(name) {
+                Some(values) => values.clone(),
+                None => self.case_values(node, name),
+            };
         }
         let mut out = vec![String::new()];
         for part in self.parts(node)? {
@@ -117,6 +121,41 @@ impl BashSem<'_> {
             out.push(Part::Text(unescape(gap)));
         }
         Some(out)
+    }
+
+    /// `case "$ext" in py|sh) … "$ext" … ;; esac`: inside a branch whose patterns are all plain
+    /// words, the variable the `case` tests is one of them.
+    fn case_values(&self, node: Node<'_>, name: &str) -> Option<Vec<String>> {
+        let mut at = node;
+        while let Some(parent) = at.parent() {
+            at = parent;
+            if at.kind() != "case_item" {
+                continue;
+            }
+            let statement = at.parent()?;
+            let tested = statement.child_by_field_name("value")?;
+            if text(tested, self.src)
+                .trim_matches('"')
+                .trim_start_matches('$')
+                .trim_matches(['{', '}'])
+                != name
+            {
+                continue;
+            }
+            let mut cursor = at.walk();
+            let patterns: Vec<String> = at
+                .children_by_field_name("value", &mut cursor)
+                .map(|p| text(p, self.src).to_string())
+                .collect();
+            let plain = !patterns.is_empty()
+                && patterns.iter().all(|p| {
+                    !p.is_empty()
+                        && p.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+                });
+            return plain.then_some(patterns);
+        }
+        None
     }
 
     /// The variable an expansion names (`$x`, `${x}`).

@@ -154,6 +154,9 @@ impl BashSem<'_> {
 
     /// `$(printf '\x72\x6d')` and `$(echo rm)`: the output of constant printf/echo commands.
     fn fold_substitution(&self, node: Node<'_>, d: u8) -> Option<String> {
+        if node.named_child_count() == 2 {
+            return self.joined_array(node);
+        }
         if node.named_child_count() != 1 {
             return None;
         }
@@ -187,9 +190,36 @@ impl BashSem<'_> {
         Some(output.trim_end_matches('\n').to_string())
     }
 
+    /// `$(IFS=; echo "${parts[*]}")`, `$(IFS=,; echo "${parts[*]}")`: an array of constants
+    /// joined by the first character of the `IFS` set before it.
+    fn joined_array(&self, node: Node<'_>) -> Option<String> {
+        let (assignment, command) = (node.named_child(0)?, node.named_child(1)?);
+        let name = assignment.child_by_field_id(self.k.f_name)?;
+        if assignment.kind_id() != self.k.variable_assignment
+            || text(name, self.src) != "IFS"
+            || command.kind_id() != self.k.command
+        {
+            return None;
+        }
+        let ifs = match assignment.child_by_field_id(self.k.f_value) {
+            Some(v) => self.fold(v)?,
+            None => String::new(),
+        };
+        let program = command.child_by_field_id(self.k.f_name)?;
+        let args = children_in_field(command, self.k.f_argument);
+        let [words] = args[..] else {
+            return None;
+        };
+        if text(program, self.src) != "echo" || !text(words, self.src).contains("[*]}") {
+            return None;
+        }
+        let separator = ifs.chars().next().map(String::from).unwrap_or_default();
+        Some(self.array_words(words)?.join(&separator))
+    }
+
     /// `"${parts[@]}"` (or `${parts[*]}`) of an array of constants: its words, as a command's
     /// arguments.
-    fn array_words(&self, node: Node<'_>) -> Option<Vec<String>> {
+    pub(super) fn array_words(&self, node: Node<'_>) -> Option<Vec<String>> {
         let t = text(node, self.src).trim_matches('"');
         let name = t
             .strip_prefix("${")?

@@ -42,6 +42,20 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
         if inv.name == "eval" && !inv.args.is_empty() {
             let parts: Option<Vec<String>> = inv.args.iter().map(|a| sem.fold(*a)).collect();
             let code = parts.map(|p| p.join(" "));
+            // `eval "count_${e}=0"` for each `e` a loop or a `case` branch allows: each code
+            if code.is_none()
+                && let [arg] = inv.args[..]
+                && let Some(codes) = sem.possible_values(arg)
+            {
+                found.extend(codes.into_iter().map(|code| Embedded {
+                    interpreter: "eval".into(),
+                    language: Some(Language::Bash),
+                    code: Some(code),
+                    anchor: arg,
+                    verbatim_at: None,
+                }));
+                continue;
+            }
             let at = code
                 .as_deref()
                 .and_then(|c| verbatim(sem.src, inv.args[0], c));

@@ -36,6 +36,16 @@ pub fn python_embedded<'t>(
                 .collect();
         }
     }
+    // the enclosing function's `*args` as the argv: what each of its calls passes
+    if let Some(first) = args.first() {
+        let forwarded = sem.forwarded_rest(*first);
+        if !forwarded.is_empty() {
+            return forwarded
+                .into_iter()
+                .map(|(call, argv)| argv_embedded(call, command_line(&argv)))
+                .collect();
+        }
+    }
     // a parameter of the enclosing function: the argv lists its callers pass
     if let Some(first) = args.first() {
         let lines: Vec<Embedded<'t>> = sem

@@ -182,15 +182,7 @@ impl<'a> PySem<'a> {
         let Some(function) = enclosing_function(list) else {
             return Vec::new();
         };
-        let takes_rest = function
-            .child_by_field_id(self.k.f_parameters)
-            .into_iter()
-            .flat_map(|p| crate::rules::grammar::children(p).collect::<Vec<_>>())
-            .any(|p| {
-                p.kind() == "list_splat_pattern"
-                    && p.named_child(0).is_some_and(|n| ident(n, self.src) == name)
-            });
-        if !takes_rest {
+        if !self.takes_rest(function, &name) {
             return Vec::new();
         }
         self.calls_of(function)
@@ -208,6 +200,44 @@ impl<'a> PySem<'a> {
                 (call, argv)
             })
             .collect()
+    }
+
+    /// `def sh(*args): subprocess.run(args)` and then `sh("git", "push", "--force")`: the argv each
+    /// call of the function gives when its `*args` is the argv itself (anchored at the call).
+    pub fn forwarded_rest(&self, name: Node<'a>) -> Vec<ForwardedArgv<'a>> {
+        if name.kind_id() != self.k.identifier {
+            return Vec::new();
+        }
+        let wanted = ident(name, self.src);
+        let Some(function) = enclosing_function(name) else {
+            return Vec::new();
+        };
+        if !self.takes_rest(function, &wanted) {
+            return Vec::new();
+        }
+        self.calls_of(function)
+            .into_iter()
+            .map(|call| {
+                let argv = self
+                    .positional(call)
+                    .into_iter()
+                    .map(|a| (a, self.fold(a)))
+                    .collect();
+                (call, argv)
+            })
+            .collect()
+    }
+
+    /// Whether `function` collects its extra positional arguments in `*name`.
+    fn takes_rest(&self, function: Node<'a>, name: &str) -> bool {
+        function
+            .child_by_field_id(self.k.f_parameters)
+            .into_iter()
+            .flat_map(|p| crate::rules::grammar::children(p).collect::<Vec<_>>())
+            .any(|p| {
+                p.kind() == "list_splat_pattern"
+                    && p.named_child(0).is_some_and(|n| ident(n, self.src) == name)
+            })
     }
 
     /// `def quiet(cmd): subprocess.run(cmd, …)` and then `quiet(["systemctl", "stop", a])`: the
