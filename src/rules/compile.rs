@@ -150,6 +150,9 @@ impl<'g> MatcherCompiler<'g> {
         if let Some(want) = spec.dynamic {
             parts.push(Matcher::Dynamic(want));
         }
+        if let Some(want) = spec.plain {
+            parts.push(Matcher::Plain(want));
+        }
         if let Some(re) = &spec.prefix {
             parts.push(Matcher::Prefix(regex(re, &at("prefix"))?));
         }

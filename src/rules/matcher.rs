@@ -12,6 +12,7 @@
 //! | `not`, `all`, `any` | boolean combinations |
 //! | `folded: R` | the node is a constant string expression whose value matches R (see `python`/`bash` folding) |
 //! | `dynamic: true` | the node is *not* a constant: its value is only known at run time |
+//! | `plain: true` | the value is written out: a literal without interpolations, or a name bound once to one |
 //! | `may_be: R` | the node may evaluate to a string matching R: its value is unknown, or one of its possible values (a constant, or an element of a constant container it indexes) matches |
 //! | `call: {callee, arg, keyword}` | Python: a call whose resolved callee name matches (aliases followed) |
 //! | `resolves: [names]` | Python: the expression stands for one of these qualified names (`sp` → `subprocess`) |
@@ -45,6 +46,7 @@ pub enum Matcher {
     Any(Vec<Matcher>),
     Folded(Regex),
     Dynamic(bool),
+    Plain(bool),
     Call(Box<CallSpec>),
     Command(Box<CommandSpec>),
     Recursive(bool),

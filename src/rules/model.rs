@@ -62,6 +62,10 @@ pub struct MatcherSpec {
     pub may_be: Option<String>,
     /// `true`: the node is not a constant; `false`: it is.
     pub dynamic: Option<bool>,
+    /// `true`: the node's value is written out in the script (a string literal without
+    /// interpolations, literals glued together, or a name bound once to one) rather than decoded,
+    /// joined or spelt out at run time.
+    pub plain: Option<bool>,
     /// The known leading part of the node's value matches this regex: its value when constant,
     /// else the constant text before the first part only known at run time (`"/etc/" + name`
     /// starts with `/etc/`), through names and loop variables.

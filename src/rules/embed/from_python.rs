@@ -19,7 +19,16 @@ pub fn python_embedded<'t>(
     call: Node<'t>,
 ) -> Vec<Embedded<'t>> {
     let (names, hot) = cx.callee(call, || sem.callee_names(call));
-    if !hot || !names.iter().any(|n| table.python_process_calls.contains(n)) {
+    if !hot {
+        return Vec::new();
+    }
+    if names
+        .iter()
+        .any(|n| matches!(n.as_str(), "eval" | "exec" | "compile"))
+    {
+        return constant_code(sem, call).into_iter().collect();
+    }
+    if !names.iter().any(|n| table.python_process_calls.contains(n)) {
         return Vec::new();
     }
     let args = sem.effective_positional(call);
@@ -95,6 +104,36 @@ pub fn python_embedded<'t>(
             .map(|argv| looped_argvs(sem, *argv))
             .unwrap_or_default(),
     }
+}
+
+/// `eval("2 + 3")`, `exec(code)` with `code` a constant, `eval(compile(ast.parse(expr, mode="eval"),
+/// …))`: the code, checked as Python like any other program (what is only known at run time is
+/// `python-code-exec`'s).
+fn constant_code<'t>(sem: &PySem<'t>, call: Node<'t>) -> Option<Embedded<'t>> {
+    let mut code = *sem.effective_positional(call).first()?;
+    // through `compile(source, …)` and `ast.parse(source, …)`
+    for _ in 0..2 {
+        if code.kind_id() != sem.k.call {
+            break;
+        }
+        let func = crate::rules::python::function_of(code)?;
+        if !sem
+            .names(func)
+            .iter()
+            .any(|n| matches!(n.as_str(), "compile" | "ast.parse"))
+        {
+            return None;
+        }
+        code = *sem.positional(code).first()?;
+    }
+    let text = sem.fold(code)?;
+    Some(Embedded {
+        interpreter: "exec".into(),
+        language: Some(Language::Python),
+        verbatim_at: verbatim(sem.src, code, &text),
+        code: Some(text),
+        anchor: code,
+    })
 }
 
 /// `subprocess.run(cmd.split())`, `shlex.split(cmd)`: an argv made by splitting a command line

@@ -66,6 +66,7 @@ impl Matcher {
             Matcher::Call(_) | Matcher::Command(_) => 3,
             Matcher::Folded(_)
             | Matcher::Dynamic(_)
+            | Matcher::Plain(_)
             | Matcher::MayBe(_)
             | Matcher::Resolves(..)
             | Matcher::Prefix(_)

@@ -59,6 +59,13 @@ impl Matcher {
                 let constant = cx.sem.is_literal(node) || cx.fold(node).is_some();
                 constant != *want
             }
+            Matcher::Plain(want) => {
+                let plain = match &cx.sem {
+                    Sem::Python(py) => py.is_plain(node, 0),
+                    Sem::Bash(_) => cx.sem.is_literal(node),
+                };
+                plain == *want
+            }
             Matcher::Call(spec) => match &cx.sem {
                 Sem::Python(py) => py.call_matches(node, spec, cx),
                 Sem::Bash(_) => false,

@@ -28,6 +28,28 @@ impl<'a> PySem<'a> {
             .or_else(|| self.facts.parameter_binding(self.k, name, self.src))
     }
 
+    /// Whether a value is written out in the script: a string literal without interpolations,
+    /// literals glued together, or a name bound once to one.
+    pub fn is_plain(&self, node: Node<'a>, depth: u8) -> bool {
+        let k = self.k;
+        let kind = node.kind_id();
+        if kind == k.string {
+            return !children(node).any(|c| c.kind_id() == k.interpolation);
+        }
+        if kind == k.concatenated_string || kind == k.parenthesized_expression {
+            return children(node)
+                .filter(|c| c.is_named())
+                .all(|c| self.is_plain(c, depth));
+        }
+        if kind == k.identifier && depth < 2 {
+            return matches!(
+                self.binding(&ident(node, self.src)),
+                Some(Binding::Value(v)) if self.is_plain(v, depth + 1)
+            );
+        }
+        false
+    }
+
     /// `self.base`, `self.SOURCES`, `Job.SOURCES`: what an attribute of the object or its class
     /// was bound to (`self.base = …` in a method, `SOURCES = […]` in the class body).
     pub(super) fn attribute_binding(&self, node: Node<'a>) -> Option<Binding<'a>> {
