@@ -111,6 +111,9 @@ mod tests {
     /// verdict was checked with CPython 3.11 `compile()` and bash 5.2 `bash -n`.
     const PYTHON: &[(&str, Option<&str>)] = &[
         ("def f(*, **kw): pass\n", Some("invalid-syntax")),
+        // an annotation is any expression: a subscript of a generic type too
+        ("x: list[int]  [1]\nx: dict[str, int][0] = 1\n", None),
+        ("x: list[int] []\n", Some("invalid-syntax")),
         ("f = lambda *, **k: 0\n", Some("invalid-syntax")),
         ("def f(*, a, **kw): pass\n", None),
         ("f\"{x!z}\"\n", Some("invalid-syntax")),

@@ -200,7 +200,9 @@ impl PySyntax {
         out: &mut Vec<Finding>,
     ) -> bool {
         if has_errors && node.is_error() {
-            out.push(error_message(node, src, pos));
+            if !subscripted_annotation(node) {
+                out.push(error_message(node, src, pos));
+            }
             return false;
         }
         if has_errors && node.is_missing() {
@@ -448,4 +450,32 @@ fn has_leading_zero(t: &str) -> bool {
 
 fn has_child_text(node: Node<'_>, src: &str, wanted: &str) -> bool {
     crate::rules::grammar::children(node).any(|c| !c.is_named() && text(c, src) == wanted)
+}
+
+/// `x: list[int] [1]`: an annotation is any expression to CPython, but the grammar's annotations
+/// stop after a generic type, so a subscript of one parses as an error followed by a list. The
+/// error is then the generic type alone and the annotation field a non-empty list: a valid
+/// subscript, not a syntax error.
+fn subscripted_annotation(error: Node<'_>) -> bool {
+    let Some(parent) = error.parent().filter(|p| p.kind() == "assignment") else {
+        return false;
+    };
+    let mut cursor = error.walk();
+    let parts: Vec<Node<'_>> = error.named_children(&mut cursor).collect();
+    let [generic] = parts[..] else {
+        return false;
+    };
+    if generic.kind() != "type" {
+        return false;
+    }
+    let Some(annotation) = error
+        .next_sibling()
+        .filter(|n| parent.child_by_field_name("type") == Some(*n))
+    else {
+        return false;
+    };
+    annotation.named_child_count() == 1
+        && annotation
+            .named_child(0)
+            .is_some_and(|l| l.kind() == "list" && l.named_child_count() > 0)
 }
