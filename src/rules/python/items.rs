@@ -144,7 +144,18 @@ impl<'a> PySem<'a> {
     }
 
     /// The constant items of a list or tuple literal; `None` for an item that is not constant.
-    pub fn list_items<'t>(&self, node: Node<'t>) -> Option<Vec<(Node<'t>, Option<String>)>> {
+    pub fn list_items(&self, node: Node<'a>) -> Option<Vec<(Node<'a>, Option<String>)>> {
+        // `cmd = ["rm", "-rf", d]; subprocess.run(cmd)`: a name bound once to the list
+        let mut node = node;
+        for _ in 0..4 {
+            if node.kind_id() != self.k.identifier {
+                break;
+            }
+            match self.binding(&ident(node, self.src)) {
+                Some(Binding::Value(value)) => node = value,
+                _ => return None,
+            }
+        }
         if node.kind_id() != self.k.list && node.kind_id() != self.k.tuple {
             return None;
         }
