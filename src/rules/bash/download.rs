@@ -139,6 +139,11 @@ pub fn downloaded_then_run<'t>(
         for inv in invocations.iter() {
             if let Some(target) = download_target(sem, inv) {
                 downloaded.push(target);
+            } else if matches!(inv.name.as_str(), "curl" | "wget")
+                && let Some(target) = redirected_to(sem, command)
+            {
+                // `curl -s URL > /tmp/x`: what it prints lands in the file
+                downloaded.push(target);
             } else if RUNNERS.contains(&inv.name.as_str()) || inv.name.starts_with("python3.") {
                 let script = inv
                     .args
@@ -152,4 +157,20 @@ pub fn downloaded_then_run<'t>(
         }
     }
     runs
+}
+
+/// The file a command's standard output is redirected to (`… > /tmp/x`, `>> x`), as written.
+fn redirected_to(sem: &BashSem<'_>, command: Node<'_>) -> Option<String> {
+    let statement = command
+        .parent()
+        .filter(|p| p.kind_id() == sem.k.redirected_statement)?;
+    let mut cursor = statement.walk();
+    let redirect = statement
+        .children_by_field_name("redirect", &mut cursor)
+        .find(|r| {
+            let t = crate::rules::grammar::text(*r, sem.src);
+            t.starts_with('>') || t.starts_with("1>") || t.starts_with(">>")
+        })?;
+    let destination = redirect.child_by_field_name("destination")?;
+    file_ref(sem, destination)
 }

@@ -42,6 +42,9 @@ impl BashSem<'_> {
         let kind = node.kind_id();
         if kind == k.simple_expansion || kind == k.expansion {
             let name = self.variable(node);
+            if let Some(position) = positional(name) {
+                return self.argument_values(node, position, depth);
+            }
             return match self.facts.loops.get(name) {
                 Some(values) => values.clone(),
                 None => self.case_values(node, name),
@@ -158,6 +161,46 @@ impl BashSem<'_> {
         None
     }
 
+    /// `nuke() { rm -rf "$1"; }` … `nuke /`: inside a function, `$N` takes the `N`th argument of
+    /// each of the script's calls of it, when every call's is known.
+    fn argument_values(&self, node: Node<'_>, position: usize, depth: u8) -> Option<Vec<String>> {
+        const MAX_CALLS: usize = 16;
+        let mut function = node.parent()?;
+        while function.kind_id() != self.k.function_definition {
+            function = function.parent()?;
+        }
+        let name = text(function.child_by_field_id(self.k.f_name)?, self.src);
+        let mut root = function;
+        while let Some(parent) = root.parent() {
+            root = parent;
+        }
+        let mut values = Vec::new();
+        let mut calls = 0;
+        let mut cursor = root.walk();
+        let mut stack = vec![root];
+        while let Some(n) = stack.pop() {
+            if n.kind_id() == self.k.command
+                && n.child_by_field_id(self.k.f_name)
+                    .is_some_and(|c| text(c, self.src) == name)
+                && !(n.start_byte() >= function.start_byte() && n.end_byte() <= function.end_byte())
+            {
+                calls += 1;
+                if calls > MAX_CALLS {
+                    return None;
+                }
+                let args = crate::rules::grammar::children_in_field(n, self.k.f_argument);
+                let arg = args.get(position - 1)?;
+                values.extend(self.values_at(*arg, depth + 1)?);
+                continue;
+            }
+            stack.extend(n.named_children(&mut cursor));
+        }
+        (!values.is_empty()).then(|| {
+            values.truncate(MAX_VALUES);
+            values
+        })
+    }
+
     /// The variable an expansion names (`$x`, `${x}`).
     fn variable<'s>(&self, node: Node<'_>) -> &'s str
     where
@@ -168,4 +211,10 @@ impl BashSem<'_> {
             .trim_start_matches('{')
             .trim_end_matches('}')
     }
+}
+
+/// The position of a positional parameter (`1` for `$1`, `${2}`); `None` for other names and `$0`.
+fn positional(name: &str) -> Option<usize> {
+    let n: usize = name.parse().ok()?;
+    (n > 0).then_some(n)
 }
