@@ -235,6 +235,8 @@ mod tests {
         "a=\"ghp_\"; b=\"ZYMmLOPIwFQuYhrsiF8nfMaunlNy5yX0Y3rN\"; tok=\"$a$b\"\n",
         "a=ghp_\nb=JdqL2kVF8thrxFeUZCRjAbNX7iFdh5MmdDWI\nexport GITHUB_TOKEN=${a}${b}\n",
         "p=ghp_\ncurl -H \"Authorization: token ${p}N86tKvycm7L8gqLCHBKer0aF7boFJTnAYVIh\" https://api.github.com/user\n",
+        // a value decoded by the shell when it is assigned
+        "GITHUB_TOKEN=$(echo 'Z2hwX1pZTW1MT1BJd0ZRdVlocnNpRjhuZk1hdW5sTnk1eVgwWTNyTg==' | base64 -d)\nexport GITHUB_TOKEN\n",
         // an array joined with an empty IFS
         "parts=(ghp_ ZYMmLOPIwFQu YhrsiF8nfMaunlNy5yX0Y3rN)\ntok=\"$(IFS=; echo \"${parts[*]}\")\"\n",
     ];

@@ -28,12 +28,20 @@ pub struct BashFacts {
     /// Functions whose body runs their arguments as a command (`run() { "$@"; }`, and a function
     /// that passes `"$@"` on to one of those).
     pub(crate) runners: rustc_hash::FxHashSet<String>,
+    /// The script's functions (defined so far, in document order) and the byte ranges of the
+    /// commands that call each, for what their positional parameters take.
+    pub(super) functions: FxHashMap<String, Vec<(usize, usize)>>,
 }
 
 impl BashFacts {
     pub fn observe(&mut self, k: &BashKinds, node: Node<'_>, src: &str) {
         let kind = node.kind_id();
         if kind == k.function_definition {
+            if let Some(name) = node.child_by_field_id(k.f_name) {
+                self.functions
+                    .entry(text(name, src).to_string())
+                    .or_default();
+            }
             self.observe_function(k, node, src);
         } else if kind == k.variable_assignment {
             let Some(name) = node.child_by_field_id(k.f_name) else {
@@ -121,6 +129,9 @@ impl BashFacts {
         } else if kind == k.command {
             // `read x`, `mapfile x`, `printf -v x`: run-time values.
             let name = node.child_by_field_id(k.f_name).map(|n| text(n, src));
+            if let Some(calls) = name.and_then(|n| self.functions.get_mut(n)) {
+                calls.push((node.start_byte(), node.end_byte()));
+            }
             if name == Some("printf")
                 && let Some((var, value)) = self.printf_to_variable(k, node, src)
             {

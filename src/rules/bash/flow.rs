@@ -170,30 +170,26 @@ impl BashSem<'_> {
             function = function.parent()?;
         }
         let name = text(function.child_by_field_id(self.k.f_name)?, self.src);
+        let calls = self.facts.functions.get(name)?;
+        if calls.is_empty() || calls.len() > MAX_CALLS {
+            return None;
+        }
         let mut root = function;
         while let Some(parent) = root.parent() {
             root = parent;
         }
         let mut values = Vec::new();
-        let mut calls = 0;
-        let mut cursor = root.walk();
-        let mut stack = vec![root];
-        while let Some(n) = stack.pop() {
-            if n.kind_id() == self.k.command
-                && n.child_by_field_id(self.k.f_name)
-                    .is_some_and(|c| text(c, self.src) == name)
-                && !(n.start_byte() >= function.start_byte() && n.end_byte() <= function.end_byte())
-            {
-                calls += 1;
-                if calls > MAX_CALLS {
-                    return None;
-                }
-                let args = crate::rules::grammar::children_in_field(n, self.k.f_argument);
-                let arg = args.get(position - 1)?;
-                values.extend(self.values_at(*arg, depth + 1)?);
+        for &(start, end) in calls {
+            // a call inside the function itself (recursion) passes on what it was given
+            if start >= function.start_byte() && end <= function.end_byte() {
                 continue;
             }
-            stack.extend(n.named_children(&mut cursor));
+            let mut call = root.descendant_for_byte_range(start, end)?;
+            while call.kind_id() != self.k.command || call.byte_range() != (start..end) {
+                call = call.parent()?;
+            }
+            let args = crate::rules::grammar::children_in_field(call, self.k.f_argument);
+            values.extend(self.values_at(*args.get(position - 1)?, depth + 1)?);
         }
         (!values.is_empty()).then(|| {
             values.truncate(MAX_VALUES);

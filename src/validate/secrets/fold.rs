@@ -13,7 +13,7 @@ use crate::rules::python::str_format;
 /// Python node kinds that may assemble a string.
 pub const PY_FOLD_KINDS: &[&str] = &["binary_operator", "concatenated_string", "string", "call"];
 /// Bash node kinds that may assemble a string.
-pub const SH_FOLD_KINDS: &[&str] = &["string", "concatenation"];
+pub const SH_FOLD_KINDS: &[&str] = &["string", "concatenation", "command_substitution"];
 
 /// A folded expression: the text to scan and the node it came from.
 #[derive(Debug)]
@@ -94,6 +94,8 @@ fn assembles(node: Node<'_>, src: &str) -> bool {
             }
             prefix.contains(['f', 'F']) && raw.contains('{')
         }
+        // `$(echo … | base64 -d)`: a constant decoded by the shell
+        "command_substitution" => true,
         // `"$a$b"`, and literals glued together (`"ghp_""…"`, `'a'"b"`)
         "concatenation" => {
             raw.contains('$')
