@@ -175,6 +175,7 @@ impl Kinds {
                             "for_statement",
                             "command",
                             "function_definition",
+                            "case_statement",
                         ],
                     ),
                 ),

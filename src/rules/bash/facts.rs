@@ -31,11 +31,17 @@ pub struct BashFacts {
     /// The script's functions (defined so far, in document order) and the byte ranges of the
     /// commands that call each, for what their positional parameters take.
     pub(super) functions: FxHashMap<String, Vec<(usize, usize)>>,
+    /// Whether the script has a `case` statement (whose branches narrow what a variable holds).
+    pub(super) has_case: bool,
 }
 
 impl BashFacts {
     pub fn observe(&mut self, k: &BashKinds, node: Node<'_>, src: &str) {
         let kind = node.kind_id();
+        if kind == k.case_statement {
+            self.has_case = true;
+            return;
+        }
         if kind == k.function_definition {
             if let Some(name) = node.child_by_field_id(k.f_name) {
                 self.functions

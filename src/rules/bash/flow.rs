@@ -129,6 +129,9 @@ impl BashSem<'_> {
     /// `case "$ext" in py|sh) … "$ext" … ;; esac`: inside a branch whose patterns are all plain
     /// words, the variable the `case` tests is one of them.
     fn case_values(&self, node: Node<'_>, name: &str) -> Option<Vec<String>> {
+        if !self.facts.has_case {
+            return None;
+        }
         let mut at = node;
         while let Some(parent) = at.parent() {
             at = parent;
@@ -165,6 +168,9 @@ impl BashSem<'_> {
     /// each of the script's calls of it, when every call's is known.
     fn argument_values(&self, node: Node<'_>, position: usize, depth: u8) -> Option<Vec<String>> {
         const MAX_CALLS: usize = 16;
+        if self.facts.functions.values().all(Vec::is_empty) {
+            return None;
+        }
         let mut function = node.parent()?;
         while function.kind_id() != self.k.function_definition {
             function = function.parent()?;
