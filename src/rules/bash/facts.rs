@@ -83,16 +83,7 @@ impl BashFacts {
                     .insert(name.clone(), (!again).then_some(words));
                 self.observe_assoc(k, &name, array, src);
             }
-            let value = match node.child_by_field_id(k.f_value) {
-                Some(v) => BashSem {
-                    k,
-                    facts: self,
-                    src,
-                    interpreters: None,
-                }
-                .fold(v),
-                None => Some(String::new()),
-            };
+            let value = self.assigned_value(k, node, src);
             // `x+="…"` after `x="…"` (in document order) is still a constant.
             let appends = src
                 .get(node.start_byte()..)
@@ -212,6 +203,20 @@ impl BashFacts {
         self.assoc.insert(name.to_string(), Some(entries));
     }
 
+    /// The value an assignment gives, when constant (`x=` alone gives the empty string).
+    fn assigned_value(&self, k: &BashKinds, node: Node<'_>, src: &str) -> Option<String> {
+        match node.child_by_field_id(k.f_value) {
+            Some(v) => BashSem {
+                k,
+                facts: self,
+                src,
+                interpreters: None,
+            }
+            .fold(v),
+            None => Some(String::new()),
+        }
+    }
+
     /// `name[key]=value`: one more entry of an associative array, in document order.
     fn observe_entry(&mut self, k: &BashKinds, node: Node<'_>, subscript: Node<'_>, src: &str) {
         let Some(name) = subscript.child_by_field_id(k.f_name) else {
@@ -221,16 +226,7 @@ impl BashFacts {
         let key = subscript
             .child_by_field_id(k.f_index)
             .and_then(|i| constant_key(text(i, src)));
-        let value = match node.child_by_field_id(k.f_value) {
-            Some(v) => BashSem {
-                k,
-                facts: self,
-                src,
-                interpreters: None,
-            }
-            .fold(v),
-            None => Some(String::new()),
-        };
+        let value = self.assigned_value(k, node, src);
         let entries = self
             .assoc
             .entry(name)

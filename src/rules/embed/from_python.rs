@@ -35,19 +35,14 @@ pub fn python_embedded<'t>(
     if let Some(line) = shell_command_line(sem, &names, call, &args) {
         return vec![line];
     }
-    // a function's `*args` spliced into the argv: the argv of each call of the function
-    if let Some(list) = args.first().filter(|a| a.kind() == "list") {
-        let forwarded = sem.forwarded_lists(*list);
-        if !forwarded.is_empty() {
-            return forwarded
-                .into_iter()
-                .map(|(call, argv)| argv_embedded(call, command_line(&argv)))
-                .collect();
-        }
-    }
-    // the enclosing function's `*args` as the argv: what each of its calls passes
+    // a function's `*args` spliced into the argv (`["git", *args]`), or the argv itself
+    // (`subprocess.run(args)`): the argv each call of the function gives
     if let Some(first) = args.first() {
-        let forwarded = sem.forwarded_rest(*first);
+        let forwarded = if first.kind() == "list" {
+            sem.forwarded_lists(*first)
+        } else {
+            sem.forwarded_rest(*first)
+        };
         if !forwarded.is_empty() {
             return forwarded
                 .into_iter()

@@ -196,21 +196,7 @@ impl<'a> PySem<'a> {
         if !self.takes_rest(function, &name) {
             return Vec::new();
         }
-        self.calls_of(function)
-            .into_iter()
-            .map(|call| {
-                let passed = self.positional(call);
-                let mut argv: Vec<(Node<'a>, Option<String>)> = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    if i == at {
-                        argv.extend(passed.iter().map(|a| (*a, self.fold(*a))));
-                    } else {
-                        argv.push((*item, self.fold(*item)));
-                    }
-                }
-                (call, argv)
-            })
-            .collect()
+        self.argv_per_call(function, &items, at)
     }
 
     /// `def sh(*args): subprocess.run(args)` and then `sh("git", "push", "--force")`: the argv each
@@ -226,14 +212,29 @@ impl<'a> PySem<'a> {
         if !self.takes_rest(function, &wanted) {
             return Vec::new();
         }
+        self.argv_per_call(function, &[name], 0)
+    }
+
+    /// For each call of `function`, the argv `items` make with the item at `at` replaced by the
+    /// call's positional arguments (each folded when constant).
+    fn argv_per_call(
+        &self,
+        function: Node<'a>,
+        items: &[Node<'a>],
+        at: usize,
+    ) -> Vec<ForwardedArgv<'a>> {
         self.calls_of(function)
             .into_iter()
             .map(|call| {
-                let argv = self
-                    .positional(call)
-                    .into_iter()
-                    .map(|a| (a, self.fold(a)))
-                    .collect();
+                let passed = self.positional(call);
+                let mut argv: Vec<(Node<'a>, Option<String>)> = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    if i == at {
+                        argv.extend(passed.iter().map(|a| (*a, self.fold(*a))));
+                    } else {
+                        argv.push((*item, self.fold(*item)));
+                    }
+                }
                 (call, argv)
             })
             .collect()
