@@ -30,7 +30,7 @@ use crate::validate::walk::Frame;
 use forms::{Forms, PythonVersion, RUNNER_PYTHON};
 use indent::{first_statement_indent, indent_finding, indent_of, starts_line};
 use lines::Lines;
-use messages::{error_message, missing_message};
+use messages::{error_message, missing_message, subscripted_annotation};
 
 /// [`Frame::bits`] of a block or module: a statement was seen; an indentation problem, or a line
 /// problem, was reported (one of each per block, as before the walk had frames).
@@ -450,32 +450,4 @@ fn has_leading_zero(t: &str) -> bool {
 
 fn has_child_text(node: Node<'_>, src: &str, wanted: &str) -> bool {
     crate::rules::grammar::children(node).any(|c| !c.is_named() && text(c, src) == wanted)
-}
-
-/// `x: list[int] [1]`: an annotation is any expression to CPython, but the grammar's annotations
-/// stop after a generic type, so a subscript of one parses as an error followed by a list. The
-/// error is then the generic type alone and the annotation field a non-empty list: a valid
-/// subscript, not a syntax error.
-fn subscripted_annotation(error: Node<'_>) -> bool {
-    let Some(parent) = error.parent().filter(|p| p.kind() == "assignment") else {
-        return false;
-    };
-    let mut cursor = error.walk();
-    let parts: Vec<Node<'_>> = error.named_children(&mut cursor).collect();
-    let [generic] = parts[..] else {
-        return false;
-    };
-    if generic.kind() != "type" {
-        return false;
-    }
-    let Some(annotation) = error
-        .next_sibling()
-        .filter(|n| parent.child_by_field_name("type") == Some(*n))
-    else {
-        return false;
-    };
-    annotation.named_child_count() == 1
-        && annotation
-            .named_child(0)
-            .is_some_and(|l| l.kind() == "list" && l.named_child_count() > 0)
 }

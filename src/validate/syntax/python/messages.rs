@@ -1,5 +1,5 @@
 //! The messages of Python syntax errors tree-sitter reports (ERROR and MISSING nodes), worded
-//! as CPython words them where the node tells enough.
+//! as CPython words them where the node tells enough, and the one ERROR shape CPython accepts.
 
 use tree_sitter::Node;
 
@@ -29,6 +29,34 @@ pub(super) fn error_message(node: Node<'_>, src: &str, pos: &Positions<'_>) -> F
         )
     };
     finding(pos, node.start_byte(), rule, message)
+}
+
+/// `x: list[int] [1]`: an annotation is any expression to CPython, but the grammar's annotations
+/// stop after a generic type, so a subscript of one parses as an error followed by a list. The
+/// error is then the generic type alone and the annotation field a non-empty list: a valid
+/// subscript, not a syntax error.
+pub(super) fn subscripted_annotation(error: Node<'_>) -> bool {
+    let Some(parent) = error.parent().filter(|p| p.kind() == "assignment") else {
+        return false;
+    };
+    let mut cursor = error.walk();
+    let parts: Vec<Node<'_>> = error.named_children(&mut cursor).collect();
+    let [generic] = parts[..] else {
+        return false;
+    };
+    if generic.kind() != "type" {
+        return false;
+    }
+    let Some(annotation) = error
+        .next_sibling()
+        .filter(|n| parent.child_by_field_name("type") == Some(*n))
+    else {
+        return false;
+    };
+    annotation.named_child_count() == 1
+        && annotation
+            .named_child(0)
+            .is_some_and(|l| l.kind() == "list" && l.named_child_count() > 0)
 }
 
 pub(super) fn missing_message(node: Node<'_>, pos: &Positions<'_>) -> Finding {
