@@ -181,7 +181,8 @@ impl<'a> PySem<'a> {
         if let Some(Binding::Value(v)) = self.attribute_binding(iterable) {
             return self.item_prefixes(v, at, d);
         }
-        // `[p for p in base.iterdir() if p.is_dir()]`: the items of the iterable it filters
+        // `[p for p in base.iterdir() if p.is_dir()]`: the items of the iterable it filters;
+        // `[Path.home() / d for d in ("Documents", …)]`: the body once per constant item
         if (kind == k.list_comprehension || kind == k.generator_expression)
             && let Some(body) = iterable.child_by_field_id(k.f_body)
             && let Some(clause) = children(iterable).find(|c| c.kind_id() == k.for_in_clause)
@@ -190,11 +191,26 @@ impl<'a> PySem<'a> {
                 clause.child_by_field_id(k.f_right),
             )
             && var.kind_id() == k.identifier
-            && body.kind_id() == k.identifier
-            && text(var, self.src) == text(body, self.src)
             && d < MAX_FLOW_DEPTH
         {
-            return self.item_prefixes(inner, at, d + 1);
+            if body.kind_id() == k.identifier && text(var, self.src) == text(body, self.src) {
+                return self.item_prefixes(inner, at, d + 1);
+            }
+            if at.is_none()
+                && self.bound.is_none()
+                && let Some(items) = self.literal_items(inner, 0)
+            {
+                return items
+                    .into_iter()
+                    .flat_map(|item| {
+                        PySem {
+                            bound: Some((var, item)),
+                            ..*self
+                        }
+                        .prefixes_at(body, d + 1)
+                    })
+                    .collect();
+            }
         }
         // `glob.glob(p) + ["/etc/passwd"]`: the items of either
         if kind == k.binary_operator
