@@ -320,6 +320,34 @@ mod tests {
         )
     }
 
+    /// An argv bound to a name first, or a helper's `*args` tuple passed as the argv, is the
+    /// command line it spells out (checked as Bash); ordinary commands so spelt pass.
+    #[test]
+    fn argvs_through_names_and_star_args_are_command_lines() {
+        let v = validator(&[]);
+        let rules = |src: &str| -> Vec<String> {
+            v.validate(&Script::new(Language::Python, src.to_string()))
+                .findings
+                .into_iter()
+                .map(|f| f.rule)
+                .collect()
+        };
+        let named = "import subprocess\nargs = [\"r\" + \"m\", \"-\" + \"rf\", \"/\"]\nsubprocess.call(args)\n";
+        assert!(
+            rules(named).contains(&"bash-rm-root".to_string()),
+            "{:?}",
+            rules(named)
+        );
+        let rest = "import subprocess\ndef sh(*args, cwd=None):\n    return subprocess.run(args, cwd=cwd)\nsh(\"rm\", \"-rf\", \"/\")\n";
+        assert!(
+            rules(rest).contains(&"bash-rm-root".to_string()),
+            "{:?}",
+            rules(rest)
+        );
+        let ordinary = "import subprocess\ncmd = [\"git\", \"log\", \"-5\"]\nsubprocess.run(cmd)\ndef sh(*args):\n    return subprocess.run(args)\nsh(\"git\", \"status\")\n";
+        assert!(rules(ordinary).is_empty(), "{:?}", rules(ordinary));
+    }
+
     #[test]
     fn disabled_rules_drop_their_findings_and_only_theirs() {
         let script = Script::new(
