@@ -128,11 +128,29 @@ impl<'a> PySem<'a> {
         at: Option<u8>,
         d: u8,
     ) -> Vec<String> {
-        if self.bound.is_none()
-            && at.is_none()
-            && let Some(items) = self.literal_items(iterable, 0)
+        if at.is_none()
+            && let Some(prefixes) = self.per_item_prefixes(var, value, iterable, d)
         {
-            return items
+            return prefixes;
+        }
+        self.item_prefixes(iterable, at, d)
+    }
+
+    /// `value` once per constant item of `iterable`, with `var` standing for the item; `None`
+    /// unless the iterable is a literal (or a name bound to one) and no other item is bound.
+    fn per_item_prefixes(
+        &self,
+        var: Node<'a>,
+        value: Node<'a>,
+        iterable: Node<'a>,
+        d: u8,
+    ) -> Option<Vec<String>> {
+        if self.bound.is_some() {
+            return None;
+        }
+        let items = self.literal_items(iterable, 0)?;
+        Some(
+            items
                 .into_iter()
                 .flat_map(|item| {
                     PySem {
@@ -141,9 +159,8 @@ impl<'a> PySem<'a> {
                     }
                     .prefixes_at(value, d)
                 })
-                .collect();
-        }
-        self.item_prefixes(iterable, at, d)
+                .collect(),
+        )
     }
 
     /// The prefixes of the items of `iterable` (of the `at`-th element of each item, for
@@ -197,19 +214,9 @@ impl<'a> PySem<'a> {
                 return self.item_prefixes(inner, at, d + 1);
             }
             if at.is_none()
-                && self.bound.is_none()
-                && let Some(items) = self.literal_items(inner, 0)
+                && let Some(prefixes) = self.per_item_prefixes(var, body, inner, d + 1)
             {
-                return items
-                    .into_iter()
-                    .flat_map(|item| {
-                        PySem {
-                            bound: Some((var, item)),
-                            ..*self
-                        }
-                        .prefixes_at(body, d + 1)
-                    })
-                    .collect();
+                return prefixes;
             }
         }
         // `glob.glob(p) + ["/etc/passwd"]`: the items of either
