@@ -40,7 +40,13 @@ fn joins(b: &[u8]) -> Vec<usize> {
                 continue;
             }
             b'"' | b'\'' => {
-                i = past_string(b, i);
+                let closed;
+                (i, closed) = past_string(b, i);
+                // A string left open: a syntax error that joining the next line could close
+                // (`f("a | "")` + `print(b")`), so the text stays as written.
+                if !closed {
+                    return Vec::new();
+                }
                 continue;
             }
             b'(' | b'[' | b'{' => {
@@ -77,21 +83,24 @@ fn indent(b: &[u8], at: usize) -> usize {
 }
 
 /// The offset just past the string literal whose opening quote is at `at` (to the end of the
-/// text when it is not closed; a one-line string also ends at its line's end).
-fn past_string(b: &[u8], at: usize) -> usize {
+/// text when it is not closed; a one-line string also ends at its line's end), and whether it was
+/// closed.
+fn past_string(b: &[u8], at: usize) -> (usize, bool) {
     let q = b[at];
     let triple = b.get(at + 1) == Some(&q) && b.get(at + 2) == Some(&q);
     let mut i = at + if triple { 3 } else { 1 };
     while i < b.len() {
         match b[i] {
             b'\\' => i += 2,
-            c if c == q && !triple => return i + 1,
-            c if c == q && b.get(i + 1) == Some(&q) && b.get(i + 2) == Some(&q) => return i + 3,
-            b'\n' if !triple => return i,
+            c if c == q && !triple => return (i + 1, true),
+            c if c == q && b.get(i + 1) == Some(&q) && b.get(i + 2) == Some(&q) => {
+                return (i + 3, true);
+            }
+            b'\n' if !triple => return (i, false),
             _ => i += 1,
         }
     }
-    b.len()
+    (b.len(), false)
 }
 
 #[cfg(test)]
@@ -115,6 +124,9 @@ mod tests {
             "for p in x:\n    d = (1,  # why\n0)\n",
             "for p in x:\n    d = (1,\n\n    2)\n",
             "s = '(' \nfor p in x:\n    pass\n",
+            // an unterminated string is not closed by the next line
+            "if x:\n    f(\"a | \"\")\nprint(b\")\n",
+            "with f as fh:\n    print(n, \"read \n\", p)\n",
         ] {
             assert_eq!(normalize(src), src, "{src:?}");
         }

@@ -71,6 +71,7 @@ pub struct Forms {
     except_clause: u16,
     concatenated_string: u16,
     future_import_statement: u16,
+    import_statement: u16,
 }
 
 impl Forms {
@@ -107,6 +108,7 @@ impl Forms {
             except_clause: k("except_clause"),
             concatenated_string: k("concatenated_string"),
             future_import_statement: k("future_import_statement"),
+            import_statement: k("import_statement"),
             sequences: [
                 k("tuple"),
                 k("list"),
@@ -146,6 +148,7 @@ impl Forms {
             self.except_clause,
             self.concatenated_string,
             self.future_import_statement,
+            self.import_statement,
         ]
     }
 
@@ -197,6 +200,8 @@ impl Forms {
             escapes::mixed_bytes(node, src)
         } else if kind == self.future_import_statement {
             future_features(node, src)
+        } else if kind == self.import_statement {
+            trailing_comma(node, src)
         } else if kind == self.except_clause {
             bare_except_not_last(node).or_else(|| except_star(node))
         } else if kind == self.as_pattern {
@@ -429,6 +434,17 @@ fn line_break_in_string(string: Node<'_>, src: &str) -> Option<Problem> {
     None
 }
 
+/// `import a, b,`: the grammar takes a trailing comma after the last module, CPython does not.
+fn trailing_comma(import: Node<'_>, src: &str) -> Option<Problem> {
+    let last = import.child(import.child_count().checked_sub(1)?)?;
+    (!last.is_named() && text(last, src) == ",").then(|| {
+        (
+            "invalid-syntax",
+            "invalid syntax: `import` takes no trailing comma".to_string(),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,5 +461,25 @@ mod tests {
         assert!(at(PythonVersion::new(3, 11)).is_some());
         assert!(at(PythonVersion::new(3, 12)).is_none());
         assert!(at(PythonVersion::new(3, 13)).is_none());
+    }
+
+    #[test]
+    fn an_import_ending_in_a_comma_is_refused() {
+        let g = Grammar::new(Language::Python);
+        let forms = Forms::new(&g, PythonVersion::new(3, 11));
+        for (src, bad) in [
+            ("import os, sys,\n", true),
+            ("import os, sys  # done,\n", false),
+            ("import os.path as p, sys\n", false),
+        ] {
+            let tree = g.parse(src);
+            let import = tree.root_node().child(0).expect("statement");
+            let mut scratch = tree.walk();
+            assert_eq!(
+                forms.check(import, None, &mut scratch, src).is_some(),
+                bad,
+                "{src:?}"
+            );
+        }
     }
 }

@@ -12,6 +12,7 @@ use crate::rules::grammar::{Grammar, text};
 pub struct Lines {
     compound: [u16; 9],
     decorated_definition: u16,
+    decorator: u16,
     f_definition: u16,
 }
 
@@ -31,6 +32,7 @@ impl Lines {
                 k("case_clause"),
             ],
             decorated_definition: k("decorated_definition"),
+            decorator: k("decorator"),
             f_definition: g.known_field("definition"),
         }
     }
@@ -51,6 +53,17 @@ impl Lines {
             return Some((
                 stmt.start_byte(),
                 "invalid syntax: statements on one line must be separated by ';'",
+            ));
+        }
+        // each decorator is a logical line of its own (`@` then `name` on the next line is not)
+        if stmt.kind_id() == self.decorated_definition
+            && let Some(at) = crate::rules::grammar::children(stmt)
+                .filter(|d| d.kind_id() == self.decorator)
+                .find_map(|d| stray_line_break(src, d.start_byte(), d.end_byte()))
+        {
+            return Some((
+                at,
+                "invalid syntax: a decorator goes on to the next line outside brackets",
             ));
         }
         let (start, end) = self.logical_span(stmt, src)?;
@@ -159,7 +172,24 @@ fn skip_string(b: &[u8], i: usize, q: u8, end: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{one_logical_line, stray_line_break};
+    use super::{Lines, one_logical_line, stray_line_break};
+    use crate::domain::script::Language;
+    use crate::rules::grammar::Grammar;
+
+    #[test]
+    fn a_decorator_is_one_logical_line() {
+        let g = Grammar::new(Language::Python);
+        let lines = Lines::new(&g);
+        for (src, bad) in [
+            ("@\ndataclass(order=True)\nclass A:\n    pass\n", true),
+            ("@dataclass(\n    order=True)\nclass A:\n    pass\n", false),
+            ("@a\n@b.c\ndef f(): pass\n", false),
+        ] {
+            let tree = g.parse(src);
+            let stmt = tree.root_node().child(0).expect("statement");
+            assert_eq!(lines.check(stmt, None, src).is_some(), bad, "{src:?}");
+        }
+    }
 
     #[test]
     fn line_breaks_inside_brackets_strings_and_after_backslashes_continue_the_statement() {

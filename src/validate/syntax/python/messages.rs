@@ -44,7 +44,8 @@ pub(super) fn subscripted_annotation(error: Node<'_>) -> bool {
     let [generic] = parts[..] else {
         return false;
     };
-    if generic.kind() != "type" {
+    // nothing else in the error: `x: list[int] ) [1]` holds a stray `)` beside the type
+    if generic.kind() != "type" || error.child_count() != 1 {
         return false;
     }
     let Some(annotation) = error
