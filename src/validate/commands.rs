@@ -109,7 +109,8 @@ fn collect(v: &Validator, language: Language, src: &str, nesting: u8, out: &mut 
         rules.slots,
         &rules.literals,
         &walk.present,
-    );
+    )
+    .with_parents(&walk.parents);
     match &cx.sem {
         Sem::Bash(sh) => {
             let functions = functions(v, &tree, src);

@@ -70,7 +70,8 @@ pub fn hits(
         rules.slots,
         &rules.literals,
         &walk.present,
-    );
+    )
+    .with_parents(&walk.parents);
     let mut out = Vec::new();
     // Which parts can match anywhere in this script, decided once. Name-keyed parts only run on
     // calls or commands of their names, which is the same question asked per node.

@@ -46,7 +46,14 @@ pub(crate) struct Walk<'t> {
     pub(crate) regions: Vec<(usize, usize)>,
     /// Which texts the rules' leaves need the script holds ([`crate::rules::matcher::LiteralIndex`]).
     pub(crate) present: Vec<bool>,
+    /// The parent of every node the walk descended into and of every candidate, by node id:
+    /// `inside` relations climb from candidates, and tree-sitter's `Node::parent()` re-descends
+    /// from the root each time.
+    pub(crate) parents: Parents<'t>,
 }
+
+/// Parents by child node id (see [`Walk::parents`]).
+pub(crate) type Parents<'t> = rustc_hash::FxHashMap<usize, Node<'t>>;
 
 /// A node on the path from the root to the node being visited, with the state checks keep about
 /// the children seen so far.
@@ -113,6 +120,7 @@ pub(crate) fn run<'t>(
         },
         regions: Vec::new(),
         present: rules.literals.scan(src),
+        parents: Parents::default(),
     };
     let script = kinds.script_table(language, src, rules, &walk.present);
     let table = &script.flags;
@@ -151,6 +159,9 @@ pub(crate) fn run<'t>(
             descend = false;
         }
         if descend && frames.len() < MAX_DEPTH && cursor.goto_first_child() {
+            if let Some(parent) = frames.last() {
+                walk.parents.insert(node.id(), parent.node);
+            }
             frames.push(Frame::new(node, kind));
             continue;
         }
@@ -227,6 +238,9 @@ impl<'t> Walk<'t> {
         }
         if flags & interest::CANDIDATE != 0 {
             self.candidates.push(node);
+            if let Some(parent) = frames.last() {
+                self.parents.insert(node.id(), parent.node);
+            }
         }
         if flags & interest::FACT != 0 {
             match &mut self.facts {

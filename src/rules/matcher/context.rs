@@ -31,6 +31,8 @@ pub struct Cx<'a> {
     /// Tree cursors to reuse: tree-sitter allocates for every new cursor, and relations such as
     /// `has` need one per evaluation (nested relations take another from the pool).
     cursors: CursorPool<'a>,
+    /// Parents the walk recorded (by child node id), when it did.
+    parents: Option<&'a FxHashMap<usize, Node<'a>>>,
 }
 
 #[derive(Default)]
@@ -56,6 +58,9 @@ struct Memo<'t> {
     /// Per leaf slot: whether it can match anywhere in this script (0 = not decided yet, 1 = no,
     /// 2 = yes).
     possible: Vec<std::cell::Cell<u8>>,
+    /// The same answer for composite matchers (`all`, `any`, `has`, `inside`), keyed by their
+    /// address in the compiled rules: asked again for every node a rule is evaluated on.
+    composite: RefCell<FxHashMap<usize, bool>>,
     /// Every resolved call/command name in the script, once computed.
     script_names: std::cell::OnceCell<Vec<String>>,
 }
@@ -92,10 +97,28 @@ impl<'a> Cx<'a> {
                 )),
                 folds: RefCell::default(),
                 possible: vec![std::cell::Cell::new(0); slots],
+                composite: RefCell::default(),
                 script_names: std::cell::OnceCell::new(),
             },
             cursors: CursorPool::default(),
+            parents: None,
         }
+    }
+
+    /// Answers [`Cx::parent`] from the parents the walk recorded.
+    #[must_use]
+    pub fn with_parents(mut self, parents: &'a FxHashMap<usize, Node<'a>>) -> Self {
+        self.parents = Some(parents);
+        self
+    }
+
+    /// The parent of `node`: recorded by the walk, else asked of the tree (which re-descends
+    /// from the root).
+    pub fn parent(&self, node: Node<'a>) -> Option<Node<'a>> {
+        if let Some(p) = self.parents.and_then(|ps| ps.get(&node.id())) {
+            return Some(*p);
+        }
+        node.parent()
     }
 
     /// A leaf's "possible" answer, decided once per script.
@@ -111,6 +134,16 @@ impl<'a> Cx<'a> {
             }
             v => v == 2,
         }
+    }
+
+    /// A composite matcher's "possible" answer (`key` is its address), decided once per script.
+    pub(super) fn composite_possible(&self, key: usize, decide: impl FnOnce() -> bool) -> bool {
+        if let Some(&p) = self.memo.composite.borrow().get(&key) {
+            return p;
+        }
+        let p = decide();
+        self.memo.composite.borrow_mut().insert(key, p);
+        p
     }
 
     /// Whether the script holds one of the texts a leaf needs ([`LiteralIndex`]).

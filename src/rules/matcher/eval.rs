@@ -117,9 +117,13 @@ impl Matcher {
             Matcher::Command(spec) => cx.leaf_possible(spec.slot, || {
                 cx.script_names().iter().any(|n| spec.name.contains(n))
             }),
-            Matcher::All(ms) => ms.iter().all(|m| m.possible(cx)),
-            Matcher::Any(ms) => ms.iter().any(|m| m.possible(cx)),
-            Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.possible(cx),
+            Matcher::All(_) | Matcher::Any(_) | Matcher::Has(_) | Matcher::Inside(_) => cx
+                .composite_possible(std::ptr::from_ref(self) as usize, || match self {
+                    Matcher::All(ms) => ms.iter().all(|m| m.possible(cx)),
+                    Matcher::Any(ms) => ms.iter().any(|m| m.possible(cx)),
+                    Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.possible(cx),
+                    _ => true,
+                }),
             _ => true,
         }
     }
@@ -180,7 +184,7 @@ impl Relation {
             return false;
         }
         if let Some(field) = self.field {
-            let Some(parent) = node.parent() else {
+            let Some(parent) = cx.parent(node) else {
                 return false;
             };
             let in_field = children_in_field(parent, field)
@@ -188,7 +192,7 @@ impl Relation {
                 .any(|c| c.id() == node.id());
             return in_field && self.inner.matches(parent, cx);
         }
-        let mut current = node.parent();
+        let mut current = cx.parent(node);
         while let Some(p) = current {
             if self.inner.matches(p, cx) {
                 return true;
@@ -196,7 +200,7 @@ impl Relation {
             if !self.stop_by_end {
                 return false;
             }
-            current = p.parent();
+            current = cx.parent(p);
         }
         false
     }
