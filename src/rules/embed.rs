@@ -30,6 +30,9 @@ pub const PYTHON_DYNAMIC: &str = "python-inline-code-dynamic";
 pub const BASH_BIDI: &str = "bash-bidi-control";
 pub const PYTHON_BIDI: &str = "python-bidi-control";
 pub const BASH_DOWNLOAD_RUN: &str = "bash-download-then-run";
+/// The interpreter named for a command rewritten with the arrays it expands
+/// ([`words::array_expansion`]): the same command again, seen without the script's variables.
+pub const ARRAY_EXPANSION: &str = "array expansion";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -10,7 +10,8 @@ use crate::domain::script::Language;
 use crate::rules::RuleMeta;
 use crate::rules::bash::BashSem;
 use crate::rules::embed::{
-    self, BASH_BIDI, BASH_DOWNLOAD_RUN, BASH_DYNAMIC, Embedded, PYTHON_BIDI, PYTHON_DYNAMIC,
+    self, ARRAY_EXPANSION, BASH_BIDI, BASH_DOWNLOAD_RUN, BASH_DYNAMIC, Embedded, PYTHON_BIDI,
+    PYTHON_DYNAMIC,
 };
 use crate::rules::matcher::{Cx, Sem};
 use crate::rules::python::PySem;
@@ -211,6 +212,9 @@ fn inline_hits(v: &Validator, outer: Language, program: &Embedded<'_>, nesting: 
     }
     nested(v, language, code, nesting + 1)
         .into_iter()
+        // A command rewritten with its arrays expanded lost the script's other variables: what
+        // it runs is judged dynamic or not on the command itself, where they are known.
+        .filter(|h| program.interpreter != ARRAY_EXPANSION || h.rule != BASH_DYNAMIC)
         .map(|mut h| {
             h.at = program
                 .verbatim_at

@@ -31,7 +31,7 @@ impl BashSem<'_> {
     pub fn may_fold(&self, node: Node<'_>) -> bool {
         let k = node.kind_id();
         if k == self.k.simple_expansion || k == self.k.expansion {
-            let t = text(node, self.src);
+            let t = text(node, self.src).trim_start();
             let name = t
                 .trim_start_matches('$')
                 .trim_start_matches('{')
@@ -77,45 +77,57 @@ impl BashSem<'_> {
         } else if kind == k.concatenation || kind == k.command_name {
             self.fold_parts(node, node.start_byte(), node.end_byte(), d, false)
         } else if kind == k.simple_expansion || kind == k.expansion {
-            let inner = t
-                .trim_start_matches('$')
-                .trim_start_matches('{')
-                .trim_end_matches('}');
-            // `${!ref}`: the variable whose name `ref` holds (both constants)
-            if let Some(reference) = inner.strip_prefix('!')
-                && let Some(Some(target)) = self.facts.consts.get(value_of_name(reference)?)
-            {
-                return self.facts.consts.get(target.as_str()).cloned().flatten();
+            // In a string the grammar starts an expansion at the blanks before it (`"a $x $y"`):
+            // they are text of the string.
+            let body = t.trim_start();
+            let lead = &t[..t.len() - body.len()];
+            if !lead.is_empty() {
+                return self.fold_expansion(body).map(|v| format!("{lead}{v}"));
             }
-            // `${parts[1]}`: one word of an array of constants
-            if let Some((name, index)) = inner.strip_suffix(']').and_then(|i| i.split_once('[')) {
-                if let Ok(index) = index.parse::<usize>()
-                    && !self.facts.assoc.contains_key(name)
-                {
-                    return self.facts.arrays.get(name)?.as_ref()?.get(index).cloned();
-                }
-                // `${cfg[root]}`: one entry of an associative array of constants
-                let key = index.trim_matches(|c| c == '"' || c == '\'');
-                return self.facts.assoc.get(name)?.as_ref()?.get(key).cloned();
-            }
-            if let Some(part) = self.substring(inner) {
-                return Some(part);
-            }
-            let name = value_of_name(inner)?;
-            match self.facts.consts.get(name) {
-                Some(value) => value.clone(),
-                // The home directory, as `~` (what path rules compare with).
-                None if name == "HOME" => Some("~".into()),
-                // Set only by the environment: `${PREFIX:-/usr}` is its default whenever the
-                // caller leaves it unset, the case a rule must assume.
-                None => constant_default(inner),
-            }
+            self.fold_expansion(t)
         } else if kind == k.command_substitution {
             self.fold_substitution(node, d)
         } else if kind == k.string_content {
             Some(unescape_dquoted(t))
         } else {
             None
+        }
+    }
+
+    /// The value of `$x`, `${x}`, `${!ref}`, `${a[1]}`, `${m[key]}`, `${s:1:2}` or `${X:-default}`.
+    fn fold_expansion(&self, t: &str) -> Option<String> {
+        let inner = t
+            .trim_start_matches('$')
+            .trim_start_matches('{')
+            .trim_end_matches('}');
+        // `${!ref}`: the variable whose name `ref` holds (both constants)
+        if let Some(reference) = inner.strip_prefix('!')
+            && let Some(Some(target)) = self.facts.consts.get(value_of_name(reference)?)
+        {
+            return self.facts.consts.get(target.as_str()).cloned().flatten();
+        }
+        // `${parts[1]}`: one word of an array of constants
+        if let Some((name, index)) = inner.strip_suffix(']').and_then(|i| i.split_once('[')) {
+            if let Ok(index) = index.parse::<usize>()
+                && !self.facts.assoc.contains_key(name)
+            {
+                return self.facts.arrays.get(name)?.as_ref()?.get(index).cloned();
+            }
+            // `${cfg[root]}`: one entry of an associative array of constants
+            let key = index.trim_matches(|c| c == '"' || c == '\'');
+            return self.facts.assoc.get(name)?.as_ref()?.get(key).cloned();
+        }
+        if let Some(part) = self.substring(inner) {
+            return Some(part);
+        }
+        let name = value_of_name(inner)?;
+        match self.facts.consts.get(name) {
+            Some(value) => value.clone(),
+            // The home directory, as `~` (what path rules compare with).
+            None if name == "HOME" => Some("~".into()),
+            // Set only by the environment: `${PREFIX:-/usr}` is its default whenever the
+            // caller leaves it unset, the case a rule must assume.
+            None => constant_default(inner),
         }
     }
 
@@ -219,7 +231,7 @@ impl BashSem<'_> {
 
     /// `"${parts[@]}"` (or `${parts[*]}`) of an array of constants: its words, as a command's
     /// arguments.
-    pub(super) fn array_words(&self, node: Node<'_>) -> Option<Vec<String>> {
+    pub(crate) fn array_words(&self, node: Node<'_>) -> Option<Vec<String>> {
         let t = text(node, self.src).trim_matches('"');
         let name = t
             .strip_prefix("${")?

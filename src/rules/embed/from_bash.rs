@@ -204,6 +204,13 @@ fn command_words<'t>(
 ) -> Vec<Node<'t>> {
     let mut i = 0;
     while let Some(arg) = inv.args.get(i) {
+        // `ssh "${opts[@]}" host cmd`: an array of options the script assigned is options
+        if let Some(words) = sem.array_words(*arg)
+            && all_options(&words, runner)
+        {
+            i += 1;
+            continue;
+        }
         let a = sem.fold(*arg).unwrap_or_default();
         if a == "--" {
             i += 1;
@@ -224,6 +231,22 @@ fn command_words<'t>(
         .copied()
         .take_while(|a| sem.fold(*a).is_none_or(|v| !runner.until.contains(&v)))
         .collect()
+}
+
+/// Whether `words` (an array's) are whole options of `runner`, each value option with its value.
+fn all_options(words: &[String], runner: &ShellRunner) -> bool {
+    let mut i = 0;
+    while let Some(w) = words.get(i) {
+        if !w.starts_with('-') || w.len() == 1 || w == "--" {
+            return false;
+        }
+        i += if runner.value_options.contains(w) {
+            2
+        } else {
+            1
+        };
+    }
+    i == words.len()
 }
 
 /// `bash -c CODE`, `python3 -c CODE`, `bash -lc CODE`.

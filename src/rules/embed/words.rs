@@ -141,7 +141,7 @@ pub(super) fn array_expansion<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Optio
     }
     code.push_str(rest);
     expanded.then(|| Embedded {
-        interpreter: "array expansion".into(),
+        interpreter: super::ARRAY_EXPANSION.into(),
         language: Some(Language::Bash),
         code: Some(code),
         anchor: command,
