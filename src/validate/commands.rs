@@ -74,9 +74,8 @@ impl Validator {
     /// Every program `script` runs that validation can name, in the order they appear, at most
     /// [`MAX_COMMANDS`]. No I/O; a script that does not parse lists what its parsed parts run.
     pub fn commands(&self, script: &Script) -> Vec<CommandInvocation> {
-        let parsed = super::parse_text(script.language, &script.text);
         let mut found = Vec::new();
-        collect(self, script.language, &parsed, 0, &mut found);
+        collect(self, script.language, &script.text, 0, &mut found);
         found.truncate(MAX_COMMANDS);
         let pos = Positions::new(&script.text);
         found
@@ -96,9 +95,10 @@ impl Validator {
 }
 
 /// The invocations of `src` (a script or an inline program in `language`), offsets in `src`.
-fn collect(v: &Validator, language: Language, src: &str, nesting: u8, out: &mut Vec<Found>) {
+fn collect(v: &Validator, language: Language, script: &str, nesting: u8, out: &mut Vec<Found>) {
     let rules = v.rules().tree(language);
-    let tree: Tree = rules.grammar.parse(src);
+    let (parsed, tree) = super::parse(&rules.grammar, script);
+    let src: &str = &parsed;
     let pos = Positions::new(src);
     let walk = walk::run(v.kinds(), rules, &tree, src, &pos);
     let cx = Cx::new(
@@ -190,9 +190,8 @@ fn nested_programs(v: &Validator, programs: &[Embedded<'_>], nesting: u8, out: &
         let (Some(code), Some(language)) = (&program.code, program.language) else {
             continue;
         };
-        let code = super::parse_text(language, code);
         let mut inner = Vec::new();
-        collect(v, language, &code, nesting + 1, &mut inner);
+        collect(v, language, code, nesting + 1, &mut inner);
         out.extend(inner.into_iter().map(|mut f| {
             f.at = program
                 .verbatim_at

@@ -1,8 +1,6 @@
 //! Layer 5, dangerous patterns: tree rules evaluated on the nodes the walk queued, plus inline
 //! programs (checked recursively with their own language's rules).
 
-use tree_sitter::Tree;
-
 use super::Validator;
 use super::verdict::{Positions, Severity};
 use super::walk::{self, Facts, Walk};
@@ -230,8 +228,7 @@ fn inline_hits(v: &Validator, outer: Language, program: &Embedded<'_>, nesting: 
 
 /// Rule hits inside an inline program (its syntax errors are ignored: the outer script is what runs).
 fn nested(v: &Validator, language: Language, code: &str, nesting: u8) -> Vec<Hit> {
-    let code = super::parse_text(language, code);
-    let tree: Tree = v.rules().tree(language).grammar.parse(&code);
+    let (code, tree) = super::parse(&v.rules().tree(language).grammar, code);
     let pos = Positions::new(&code);
     let walk = walk::run(v.kinds(), v.rules().tree(language), &tree, &code, &pos);
     hits(v, language, &code, &walk, nesting)

@@ -59,6 +59,23 @@ fn parse_text(language: Language, text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// The text the rules see ([`parse_text`]) and its tree. A Bash script whose lines the grammar
+/// ran together is parsed a second time with them apart ([`syntax::bash::split_merged_lines`]).
+fn parse<'a>(
+    grammar: &crate::rules::grammar::Grammar,
+    text: &'a str,
+) -> (std::borrow::Cow<'a, str>, tree_sitter::Tree) {
+    let parsed = parse_text(grammar.language, text);
+    let tree = grammar.parse(&parsed);
+    if grammar.language == Language::Bash
+        && let Some(split) = syntax::bash::split_merged_lines(&tree, &parsed)
+    {
+        let tree = grammar.parse(&split);
+        return (std::borrow::Cow::Owned(split), tree);
+    }
+    (parsed, tree)
+}
+
 /// Runs the layers over scripts. Cheap to share: rules are compiled once and validation does no I/O.
 #[derive(Debug, Clone)]
 pub struct Validator {
@@ -162,8 +179,7 @@ impl Validator {
         if let Some(f) = limits::check(text, self.inner.config.max_chars) {
             return self.reject(verdict, Layer::Size, vec![f]);
         }
-        let parsed = parse_text(language, text);
-        let tree = self.inner.rules.tree(language).grammar.parse(&parsed);
+        let (parsed, tree) = parse(&self.inner.rules.tree(language).grammar, text);
         let pos = Positions::new(text);
         let walk = walk::run(
             &self.inner.kinds,
@@ -233,8 +249,7 @@ impl Validator {
         let mut all: Vec<Finding> = limits::check(text, self.inner.config.max_chars)
             .into_iter()
             .collect();
-        let parsed = parse_text(language, text);
-        let tree = self.inner.rules.tree(language).grammar.parse(&parsed);
+        let (parsed, tree) = parse(&self.inner.rules.tree(language).grammar, text);
         let pos = Positions::new(text);
         let walk = walk::run(
             &self.inner.kinds,

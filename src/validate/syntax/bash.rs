@@ -19,6 +19,7 @@
 
 use tree_sitter::{Node, TreeCursor};
 
+mod merged;
 mod rewrite;
 mod tokens;
 mod words;
@@ -27,6 +28,7 @@ use super::{excerpt, finding, first_token};
 use crate::domain::verdict::{Finding, Positions};
 use crate::rules::grammar::{Grammar, text};
 use crate::validate::walk::Frame;
+pub use merged::split_merged_lines;
 pub use rewrite::normalize;
 
 /// Words bash only accepts as part of a compound command, never as a command name.

@@ -9,7 +9,7 @@ pub mod python;
 use tree_sitter::Node;
 
 use super::verdict::{Finding, Layer, Positions, Severity};
-use super::{Validator, parse_text, walk};
+use super::{Validator, walk};
 use crate::domain::script::Script;
 use crate::rules::grammar::text;
 
@@ -30,9 +30,8 @@ pub(crate) type Trigger = fn(&[u8]) -> bool;
 pub fn check(validator: &Validator, script: &Script) -> Vec<Finding> {
     let text = script.text.as_str();
     let language = script.language;
-    let parsed = parse_text(language, text);
     let rules = validator.rules().tree(language);
-    let tree = rules.grammar.parse(&parsed);
+    let (parsed, tree) = super::parse(&rules.grammar, text);
     let pos = Positions::new(text);
     walk::run(validator.kinds(), rules, &tree, &parsed, &pos).syntax
 }

@@ -1,0 +1,79 @@
+//! Lines the grammar runs together. After a pipeline of three or more stages, tree-sitter-bash
+//! (0.25) can drop the newline that ends it when the next line goes on with `&&`, `||` or a
+//! redirection (tree-sitter-bash #347): `a | b | c` then `rm -rf ~ > /dev/null` parses as one
+//! command `c` with the arguments `rm -rf ~`, and the `rm` is hidden from every rule. Such a
+//! newline is found in the tree (the smallest node around it is a command, whose words never
+//! span an unquoted line break) and replaced by `;`, which bash reads the same there; the text is
+//! then parsed again. Offsets are kept.
+
+use tree_sitter::Tree;
+
+/// The text with every newline the grammar swallowed into a command replaced by `;`, or `None`
+/// when there is none (nearly always: only lines after a pipeline of three stages are looked at).
+pub fn split_merged_lines(tree: &Tree, text: &str) -> Option<String> {
+    let src = text.as_bytes();
+    let root = tree.root_node();
+    let mut merged = Vec::new();
+    let mut line_start = 0;
+    for nl in memchr::memchr_iter(b'\n', src) {
+        let line = &src[line_start..nl];
+        line_start = nl + 1;
+        if single_pipes(line) < 2 {
+            continue;
+        }
+        let Some(node) = root.descendant_for_byte_range(nl, nl + 1) else {
+            continue;
+        };
+        if node.kind() == "command" && node.start_byte() < nl {
+            merged.push(nl);
+        }
+    }
+    if merged.is_empty() {
+        return None;
+    }
+    let mut bytes = src.to_vec();
+    for nl in merged {
+        bytes[nl] = b';';
+    }
+    String::from_utf8(bytes).ok()
+}
+
+/// How many `|` of a line are pipes rather than halves of `||`.
+fn single_pipes(line: &[u8]) -> usize {
+    memchr::memchr_iter(b'|', line)
+        .filter(|&i| (i == 0 || line[i - 1] != b'|') && line.get(i + 1) != Some(&b'|'))
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_merged_lines;
+    use crate::domain::script::Language;
+    use crate::rules::grammar::Grammar;
+
+    #[test]
+    fn a_line_the_grammar_ran_into_a_pipeline_is_split_again() {
+        let g = Grammar::new(Language::Bash);
+        for (text, fixed) in [
+            ("a | b | c\nk > o\n", Some("a | b | c;k > o\n")),
+            (
+                "a | grep x | head -30\necho B && cd s\n",
+                Some("a | grep x | head -30;echo B && cd s\n"),
+            ),
+            ("a | b\nk > o\n", None),
+            ("a | b | c\nk\n", None),
+            ("echo 'a | b | c\nk > o'\n", None),
+            ("a || b || c\nk > o\n", None),
+        ] {
+            let tree = g.parse(text);
+            assert_eq!(
+                split_merged_lines(&tree, text).as_deref(),
+                fixed,
+                "{text:?}"
+            );
+            if let Some(f) = fixed {
+                assert!(!g.parse(f).root_node().has_error(), "{f:?}");
+            }
+        }
+    }
+}
