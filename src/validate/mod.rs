@@ -335,8 +335,9 @@ mod tests {
         )
     }
 
-    /// An argv bound to a name first, or a helper's `*args` tuple passed as the argv, is the
-    /// command line it spells out (checked as Bash); ordinary commands so spelt pass.
+    /// An argv bound to a name first, a helper's `*args` tuple passed as the argv, or a loop
+    /// variable over containers of argvs, is the command line it spells out (checked as Bash);
+    /// ordinary commands so spelt pass.
     #[test]
     fn argvs_through_names_and_star_args_are_command_lines() {
         let v = validator(&[]);
@@ -359,6 +360,22 @@ mod tests {
             "{:?}",
             rules(rest)
         );
+        // argvs in a dict of lists (one a comprehension), run in nested loops
+        let nested = "import subprocess\nSTEPS = {\n    \"mac\": [[\"setenforce\", \"0\"]],\n    \"edr\": [[\"systemctl\", \"stop\", s] for s in (\"osqueryd\",)],\n}\nfor group, cmds in STEPS.items():\n    for cmd in cmds:\n        subprocess.run(cmd)\n";
+        assert!(
+            rules(nested).contains(&"bash-security-tamper".to_string()),
+            "{:?}",
+            rules(nested)
+        );
+        // a shell command taken from a constant list: each is checked
+        let shell_loop = "import subprocess\nfor cmd in [\"uptime\", \"rm -rf /\"]:\n    subprocess.run(cmd, shell=True)\n";
+        assert!(
+            rules(shell_loop).contains(&"bash-rm-root".to_string()),
+            "{:?}",
+            rules(shell_loop)
+        );
+        let reads = "import subprocess\nfor cmd in [\"uptime\", \"df -h / | tail -1\"]:\n    subprocess.run(cmd, shell=True)\n    for host in [\"a\", \"b\"]:\n        subprocess.run([\"ssh\", \"-o\", \"BatchMode=yes\", f\"deploy@{host}\", cmd])\n";
+        assert!(rules(reads).is_empty(), "{:?}", rules(reads));
         let ordinary = "import subprocess\ncmd = [\"git\", \"log\", \"-5\"]\nsubprocess.run(cmd)\ndef sh(*args):\n    return subprocess.run(args)\nsh(\"git\", \"status\")\n";
         assert!(rules(ordinary).is_empty(), "{:?}", rules(ordinary));
     }

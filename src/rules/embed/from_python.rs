@@ -32,8 +32,8 @@ pub fn python_embedded<'t>(
         return Vec::new();
     }
     let args = sem.effective_positional(call);
-    if let Some(line) = shell_command_line(sem, &names, call, &args) {
-        return vec![line];
+    if let Some(lines) = shell_command_lines(sem, &names, call, &args) {
+        return lines;
     }
     // a function's `*args` spliced into the argv (`["git", *args]`), or the argv itself
     // (`subprocess.run(args)`): the argv each call of the function gives
@@ -170,25 +170,32 @@ fn argv_embedded(anchor: Node<'_>, code: String) -> Embedded<'_> {
     }
 }
 
-/// The command lines of an argv; one item taken from a loop over constants (`["rm", "-rf", d]`
-/// in `for d in DIRS`) gives one line per value.
+/// The command lines of an argv; an item taken from a loop over constants (`["rm", "-rf", d]` in
+/// `for d in DIRS`) gives one line per value (several such items, their combinations, at most
+/// `MAX_LINES`); other run-time items stay run-time words.
 fn argv_lines(sem: &PySem<'_>, items: &[(Node<'_>, Option<String>)]) -> Vec<String> {
     const MAX_LINES: usize = 16;
-    let unknown: Vec<usize> = (0..items.len()).filter(|i| items[*i].1.is_none()).collect();
-    if let [at] = unknown[..]
-        && let Some(values) = sem.possible_values(items[at].0)
-    {
-        return values
-            .into_iter()
-            .take(MAX_LINES)
-            .map(|v| {
-                let mut items = items.to_vec();
-                items[at].1 = Some(v);
-                command_line(&items)
+    let mut lines: Vec<Vec<Option<String>>> = vec![items.iter().map(|(_, v)| v.clone()).collect()];
+    for (at, (node, value)) in items.iter().enumerate() {
+        if value.is_some() {
+            continue;
+        }
+        let Some(values) = sem.possible_values(*node) else {
+            continue;
+        };
+        lines = lines
+            .iter()
+            .flat_map(|line| {
+                values.iter().map(move |v| {
+                    let mut line = line.clone();
+                    line[at] = Some(v.clone());
+                    line
+                })
             })
+            .take(MAX_LINES)
             .collect();
     }
-    vec![command_line(items)]
+    lines.iter().map(|line| words_line(line)).collect()
 }
 
 /// `for cmd in (["iptables", "-F"], ["iptables", "-X"]): subprocess.run(cmd)`: each argv the
@@ -209,12 +216,13 @@ fn looped_argvs<'t>(sem: &PySem<'t>, argv: Node<'t>) -> Vec<Embedded<'t>> {
 /// A command string a shell runs (`subprocess.run(cmd, shell=True)`, `os.system(cmd)`), when it is
 /// a constant or all its run-time parts are shell-quoted: checked as Bash (`rm -rf /` is no safer
 /// in a string).
-fn shell_command_line<'t>(
+fn shell_command_lines<'t>(
     sem: &PySem<'t>,
     names: &[String],
     call: Node<'t>,
     args: &[Node<'t>],
-) -> Option<Embedded<'t>> {
+) -> Option<Vec<Embedded<'t>>> {
+    const MAX_LINES: usize = 16;
     let through_shell = names.iter().any(|n| {
         matches!(
             n.as_str(),
@@ -235,15 +243,27 @@ fn shell_command_line<'t>(
         return None;
     }
     let command = *args.first()?;
-    let code = sem.fold_shell(command)?;
-    let verbatim_at = verbatim(sem.src, command, &code);
-    Some(Embedded {
-        interpreter: "sh -c".into(),
-        language: Some(Language::Bash),
-        code: Some(code),
-        anchor: command,
-        verbatim_at,
-    })
+    // a constant, or each of the constants a loop variable takes (`for cmd in CMDS`)
+    let codes = match sem.fold_shell(command) {
+        Some(code) => vec![code],
+        None => {
+            let mut values = sem.possible_values(command)?;
+            values.truncate(MAX_LINES);
+            values
+        }
+    };
+    Some(
+        codes
+            .into_iter()
+            .map(|code| Embedded {
+                interpreter: "sh -c".into(),
+                language: Some(Language::Bash),
+                verbatim_at: verbatim(sem.src, command, &code),
+                code: Some(code),
+                anchor: command,
+            })
+            .collect(),
+    )
 }
 
 /// `["bash", "-c", code]`: the inline program in an argv list.
@@ -278,6 +298,11 @@ fn inline_in_argv<'t>(
 
 /// An argv as a shell command line; items only known at run time become a quoted variable.
 fn command_line(items: &[(Node<'_>, Option<String>)]) -> String {
+    words_line(&items.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>())
+}
+
+/// An argv's words as a command line: constants quoted as needed, run-time values as one word.
+fn words_line(words: &[Option<String>]) -> String {
     let word = |v: &Option<String>| match v {
         None => "\"$SCRIPTGATE_RUNTIME_VALUE\"".to_string(),
         Some(s)
@@ -289,9 +314,5 @@ fn command_line(items: &[(Node<'_>, Option<String>)]) -> String {
         }
         Some(s) => format!("'{}'", s.replace('\'', "'\\''")),
     };
-    items
-        .iter()
-        .map(|(_, v)| word(v))
-        .collect::<Vec<_>>()
-        .join(" ")
+    words.iter().map(word).collect::<Vec<_>>().join(" ")
 }

@@ -56,7 +56,10 @@ impl Matcher {
             }
             Matcher::Derived(inner) => derived(node, inner, cx, 0),
             Matcher::Dynamic(want) => {
-                let constant = cx.sem.is_literal(node) || cx.fold(node).is_some();
+                // a loop variable over constants (`for cmd in CMDS`) takes known values only
+                let constant = cx.sem.is_literal(node)
+                    || cx.fold(node).is_some()
+                    || cx.sem.possible_values(node).is_some();
                 constant != *want
             }
             Matcher::Plain(want) => {

@@ -240,6 +240,13 @@ impl<'a> PySem<'a> {
         {
             return self.prefixes_at(*default, d);
         }
+        // a function of this script: what it returns
+        if names.is_empty() || names.iter().all(|n| !n.contains('.')) {
+            let returned = self.returned_prefixes(func, d);
+            if !returned.is_empty() {
+                return returned;
+            }
+        }
         if named(&[
             "pathlib.Path",
             "pathlib.PosixPath",

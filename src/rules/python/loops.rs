@@ -115,6 +115,28 @@ impl<'a> PySem<'a> {
         {
             return self.literal_items(value, depth + 1);
         }
+        // a loop variable over containers (`for cmds in STEPS.values()` with each value a list of
+        // argvs): the items of every container it takes
+        if kind == k.identifier
+            && depth < 4
+            && let Some(Binding::Item(iterable, at)) = self.binding(&ident(node, self.src))
+        {
+            let containers = match self.dict_part(iterable, at) {
+                Some((dict, field)) => children(dict)
+                    .filter(|p| p.kind_id() == k.pair)
+                    .filter_map(|p| p.child_by_field_id(field))
+                    .collect(),
+                None if at.is_none() => self.literal_items(iterable, depth + 1)?,
+                None => return None,
+            };
+            // (containers that are not literals, such as a comprehension, give nothing)
+            let out: Vec<Node<'a>> = containers
+                .into_iter()
+                .filter_map(|c| self.literal_items(c, depth + 1))
+                .flatten()
+                .collect();
+            return (!out.is_empty()).then_some(out);
+        }
         None
     }
 
@@ -274,6 +296,10 @@ impl<'a> PySem<'a> {
         if named(&["sorted", "list", "tuple", "set", "reversed", "frozenset"]) && args.len() == 1 {
             return self.item_prefixes(args[0], at, d);
         }
+        // `for i, p in enumerate(paths)`: `p` is an item
+        if named(&["enumerate"]) && at == Some(1) && !args.is_empty() {
+            return self.item_prefixes(args[0], None, d);
+        }
         if named(&["filter", "itertools.filterfalse"]) && args.len() == 2 {
             return self.item_prefixes(args[1], at, d);
         }
@@ -342,6 +368,37 @@ impl<'a> PySem<'a> {
     /// The prefixes of what a function produces: each `yield x` (the items of `yield from xs`) and
     /// the items of each `return [...]`, outside nested functions and classes.
     fn produced_prefixes(&self, def: Node<'a>, at: Option<u8>, d: u8) -> Vec<String> {
+        let mut out = Vec::new();
+        for (value, how) in self.produced(def) {
+            match how {
+                Produced::YieldFrom | Produced::Return => {
+                    out.extend(self.item_prefixes(value, at, d));
+                }
+                Produced::Yield if at.is_none() => out.extend(self.prefixes_at(value, d)),
+                Produced::Yield => {}
+            }
+        }
+        out
+    }
+
+    /// The prefixes of what a call of a function of this script returns (`"/dev/" + name` for
+    /// `primary_disk()`), when `func` names one.
+    pub(super) fn returned_prefixes(&self, func: Node<'a>, d: u8) -> Vec<String> {
+        if d >= MAX_FLOW_DEPTH {
+            return Vec::new();
+        }
+        let Some(def) = self.local_function(func) else {
+            return Vec::new();
+        };
+        self.produced(def)
+            .into_iter()
+            .filter(|(_, how)| *how == Produced::Return)
+            .flat_map(|(value, _)| self.prefixes_at(value, d + 1))
+            .collect()
+    }
+
+    /// The values a function's body yields and returns, outside nested functions and classes.
+    fn produced(&self, def: Node<'a>) -> Vec<(Node<'a>, Produced)> {
         let Some(body) = def.child_by_field_id(self.k.f_body) else {
             return Vec::new();
         };
@@ -353,17 +410,20 @@ impl<'a> PySem<'a> {
                 "yield" => {
                     let from = children(node).any(|c| c.kind() == "from");
                     if let Some(value) = node.named_child(0) {
-                        if from {
-                            out.extend(self.item_prefixes(value, at, d));
-                        } else if at.is_none() {
-                            out.extend(self.prefixes_at(value, d));
-                        }
+                        out.push((
+                            value,
+                            if from {
+                                Produced::YieldFrom
+                            } else {
+                                Produced::Yield
+                            },
+                        ));
                     }
                     continue;
                 }
                 "return_statement" => {
                     if let Some(value) = node.named_child(0) {
-                        out.extend(self.item_prefixes(value, at, d));
+                        out.push((value, Produced::Return));
                     }
                     continue;
                 }
@@ -442,4 +502,12 @@ fn glob_segments(pattern: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("/")
+}
+
+/// How a function gives a value back (see `PySem::produced`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Produced {
+    Yield,
+    YieldFrom,
+    Return,
 }
