@@ -127,7 +127,12 @@ impl BashSem<'_> {
             None if name == "HOME" => Some("~".into()),
             // Set only by the environment: `${PREFIX:-/usr}` is its default whenever the
             // caller leaves it unset, the case a rule must assume.
-            None => constant_default(inner),
+            // `${WS_DIR:-$HOME}`: a default that is another variable, folded as that one
+            None => constant_default(inner).or_else(|| {
+                default_word(inner)
+                    .filter(|w| plain_expansion(w))
+                    .and_then(|w| self.fold_expansion(w))
+            }),
         }
     }
 
@@ -173,6 +178,11 @@ impl BashSem<'_> {
             return None;
         }
         let mut inner = node.named_child(0)?;
+        // `$(cd "${DIR:-$HOME}" && pwd)`: the directory, made absolute (its known text is what
+        // path rules compare)
+        if let Some(dir) = self.cd_then_pwd(inner) {
+            return self.fold_at(dir, d);
+        }
         // `$(command -v busybox || echo /bin/busybox)`: a fallback names the same program
         if inner.kind_id() == self.k.list
             && children(inner).any(|c| !c.is_named() && text(c, self.src) == "||")
@@ -200,6 +210,33 @@ impl BashSem<'_> {
             self.command_output(inner, None, d)?
         };
         Some(output.trim_end_matches('\n').to_string())
+    }
+
+    /// The directory of `cd DIR && pwd` (`-P`/`-L` allowed on either).
+    fn cd_then_pwd<'n>(&self, list: Node<'n>) -> Option<Node<'n>> {
+        if list.kind_id() != self.k.list || list.named_child_count() != 2 {
+            return None;
+        }
+        let (cd, pwd) = (list.named_child(0)?, list.named_child(1)?);
+        let named = |c: Node<'_>, want: &str| {
+            c.kind_id() == self.k.command
+                && c.child_by_field_id(self.k.f_name)
+                    .is_some_and(|n| text(n, self.src) == want)
+        };
+        if !named(cd, "cd")
+            || !named(pwd, "pwd")
+            || !children(list).any(|c| !c.is_named() && text(c, self.src) == "&&")
+        {
+            return None;
+        }
+        let args: Vec<Node<'n>> = children_in_field(cd, self.k.f_argument)
+            .into_iter()
+            .filter(|a| !matches!(text(*a, self.src), "-P" | "-L" | "--"))
+            .collect();
+        match args[..] {
+            [dir] => Some(dir),
+            _ => None,
+        }
     }
 
     /// `$(IFS=; echo "${parts[*]}")`, `$(IFS=,; echo "${parts[*]}")`: an array of constants
@@ -343,16 +380,32 @@ fn value_of_name(inner: &str) -> Option<&str> {
 /// constant (no expansion, substitution or quote inside). Positional parameters (`${1:-x}`) are
 /// the caller's arguments, not the environment: they do not fold.
 fn constant_default(inner: &str) -> Option<String> {
+    let word = default_word(inner)?;
+    (!word.is_empty() && !word.contains(['$', '`', '"', '\'', '\\', '{', '}']))
+        .then(|| word.to_string())
+}
+
+/// The default word of `NAME:-word` (or `:=`, `-`, `=`), as written.
+fn default_word(inner: &str) -> Option<&str> {
     if !inner.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         return None;
     }
     let split = inner.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
     let op = &inner[split..];
-    let word = [":-", ":=", "-", "="]
+    [":-", ":=", "-", "="]
         .iter()
-        .find_map(|o| op.strip_prefix(o))?;
-    (!word.is_empty() && !word.contains(['$', '`', '"', '\'', '\\', '{', '}']))
-        .then(|| word.to_string())
+        .find_map(|o| op.strip_prefix(o))
+}
+
+/// Whether `word` is one plain expansion of a variable (`$HOME`, `${HOME}`).
+fn plain_expansion(word: &str) -> bool {
+    let name = word
+        .strip_prefix("${")
+        .and_then(|w| w.strip_suffix('}'))
+        .or_else(|| word.strip_prefix('$'))
+        .unwrap_or("");
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 pub(super) fn unescape_word(s: &str) -> String {

@@ -151,8 +151,42 @@ pub(super) fn array_expansion<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Optio
 
 /// `echo "$HOME/.ssh /srv" | xargs rm -rf`: xargs appends the words it reads to its command, so
 /// the command with the words `echo` (or `printf '%s\n'`) writes into the pipe after it is checked
-/// as Bash code. Replacement (`-I`) and NUL-separated input are left to the wrapper's own check.
-pub(super) fn xargs_input<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
+/// as Bash code. The words are folded (`printf '%s\n' $roots` writes each word of `$roots`). With a
+/// replacement string (`xargs -I{} sh -c 'find "{}" …'`) the command is checked once per word, the
+/// word in place of the string. NUL-separated input is left to the wrapper's own check.
+pub(super) fn xargs_input<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Vec<Embedded<'t>> {
+    const MAX_WORDS: usize = 16;
+    let Some(found) = xargs_parts(sem, command) else {
+        return Vec::new();
+    };
+    let (program, replace, input) = found;
+    let tail = &sem.src[program.start_byte()..command.end_byte()];
+    let codes: Vec<String> = match replace {
+        Some(r) => input
+            .iter()
+            .take(MAX_WORDS)
+            .map(|w| tail.replace(r.as_str(), w))
+            .collect(),
+        None => vec![format!("{tail} {}", input.join(" "))],
+    };
+    codes
+        .into_iter()
+        .map(|code| Embedded {
+            interpreter: "xargs".into(),
+            language: Some(Language::Bash),
+            code: Some(code),
+            anchor: command,
+            verbatim_at: None,
+        })
+        .collect()
+}
+
+/// The program xargs runs (its first operand), its replacement string, and the words the
+/// `echo`/`printf` before it in the pipeline writes.
+fn xargs_parts<'t>(
+    sem: &BashSem<'_>,
+    command: Node<'t>,
+) -> Option<(Node<'t>, Option<String>, Vec<String>)> {
     let name = command.child_by_field_id(sem.k.f_name)?;
     if sem.fold(name)? != "xargs" {
         return None;
@@ -160,58 +194,59 @@ pub(super) fn xargs_input<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Em
     command.parent().filter(|p| p.kind() == "pipeline")?;
     let writer = command.prev_named_sibling()?;
     let writer_name = writer.child_by_field_id(sem.k.f_name)?;
-    let mut words: Vec<&str> = children_in_field(writer, sem.k.f_argument)
-        .into_iter()
-        .map(|a| text(a, sem.src))
-        .collect();
+    let mut words: Vec<Node<'_>> = children_in_field(writer, sem.k.f_argument);
     match sem.fold(writer_name)?.as_str() {
-        "echo" => words.retain(|w| !matches!(*w, "-n" | "-e" | "-E")),
+        "echo" => words.retain(|w| !matches!(text(*w, sem.src), "-n" | "-e" | "-E")),
         "printf"
             if words
                 .first()
-                .is_some_and(|f| f.trim_matches(['\'', '"']) == "%s\\n") =>
+                .is_some_and(|f| text(*f, sem.src).trim_matches(['\'', '"']) == "%s\\n") =>
         {
             words.remove(0);
         }
         _ => return None,
     }
-    if words.is_empty() {
+    // The words as xargs reads them: split on blanks, without the quotes the shell removed; an
+    // unquoted expansion splits into its words.
+    let mut input: Vec<String> = Vec::new();
+    for w in words {
+        let t = text(w, sem.src);
+        match sem.fold(w) {
+            Some(v) if w.kind() == "string" || w.kind() == "raw_string" => input.push(v),
+            Some(v) => input.extend(v.split_whitespace().map(str::to_string)),
+            None => input.push(
+                t.strip_prefix('"')
+                    .and_then(|w| w.strip_suffix('"'))
+                    .unwrap_or(t)
+                    .to_string(),
+            ),
+        }
+    }
+    if input.is_empty() {
         return None;
     }
     // The program starts at xargs' first argument that is not one of its options.
-    let mut program = None;
+    let mut replace = None;
     let mut args = children_in_field(command, sem.k.f_argument).into_iter();
     while let Some(a) = args.next() {
         let t = text(a, sem.src);
-        if matches!(t, "-0" | "--null") || t.starts_with("-I") || t.starts_with("--replace") {
+        if matches!(t, "-0" | "--null") {
             return None;
         }
-        if matches!(t, "-n" | "-P" | "-L" | "-d" | "-s" | "-a" | "-E") {
+        if t == "-I" {
+            replace = args.next().and_then(|r| sem.fold(r));
+        } else if let Some(r) = t
+            .strip_prefix("--replace=")
+            .or_else(|| t.strip_prefix("-I"))
+        {
+            replace = Some(r.to_string());
+        } else if matches!(t, "-i" | "--replace") {
+            replace = Some("{}".to_string());
+        } else if matches!(t, "-n" | "-P" | "-L" | "-d" | "-s" | "-a" | "-E") {
             args.next();
         } else if !t.starts_with('-') {
-            program = Some(a);
-            break;
+            return Some((a, replace.filter(|r| !r.is_empty()), input));
         }
     }
-    let program = program?;
-    // The words as xargs reads them: split on blanks, without the quotes the shell removed.
-    let input: Vec<&str> = words
-        .iter()
-        .map(|w| {
-            w.strip_prefix('"')
-                .and_then(|w| w.strip_suffix('"'))
-                .unwrap_or(w)
-        })
-        .collect();
-    Some(Embedded {
-        interpreter: "xargs".into(),
-        language: Some(Language::Bash),
-        code: Some(format!(
-            "{} {}",
-            &sem.src[program.start_byte()..command.end_byte()],
-            input.join(" ")
-        )),
-        anchor: command,
-        verbatim_at: None,
-    })
+    None
 }
