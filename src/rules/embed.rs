@@ -12,6 +12,7 @@
 mod awk;
 mod from_bash;
 mod from_python;
+mod runner;
 mod words;
 mod written;
 

@@ -73,9 +73,9 @@ impl BashSem<'_> {
         } else if kind == k.string || kind == k.translated_string {
             let inner_start = node.start_byte() + t.find('"')? + 1;
             let inner_end = node.end_byte().checked_sub(1)?;
-            self.fold_parts(node, inner_start, inner_end, d, true)
+            self.fold_parts(node, inner_start, inner_end, d, true, None)
         } else if kind == k.concatenation || kind == k.command_name {
-            self.fold_parts(node, node.start_byte(), node.end_byte(), d, false)
+            self.fold_parts(node, node.start_byte(), node.end_byte(), d, false, None)
         } else if kind == k.simple_expansion || kind == k.expansion {
             // In a string the grammar starts an expansion at the blanks before it (`"a $x $y"`):
             // they are text of the string.
@@ -136,7 +136,41 @@ impl BashSem<'_> {
         }
     }
 
-    /// Folds the children of `node` between `start` and `end`, keeping the text between them.
+    /// A word's value with each part only known at run time (an unknown variable, a command's
+    /// output) standing as `stand_in`: what a shell that parses the value again (ssh's remote
+    /// one) sees the shape of. `None` for anything but a word, a string or an expansion.
+    pub fn fold_with(&self, node: Node<'_>, stand_in: &str) -> Option<String> {
+        if let Some(v) = self.fold(node) {
+            return Some(v);
+        }
+        let k = self.k;
+        let kind = node.kind_id();
+        let t = text(node, self.src);
+        if kind == k.string {
+            let inner_start = node.start_byte() + t.find('"')? + 1;
+            let inner_end = node.end_byte().checked_sub(1)?;
+            self.fold_parts(node, inner_start, inner_end, 0, true, Some(stand_in))
+        } else if kind == k.concatenation {
+            self.fold_parts(
+                node,
+                node.start_byte(),
+                node.end_byte(),
+                0,
+                false,
+                Some(stand_in),
+            )
+        } else if kind == k.simple_expansion
+            || kind == k.expansion
+            || kind == k.command_substitution
+        {
+            Some(stand_in.to_string())
+        } else {
+            None
+        }
+    }
+
+    /// Folds the children of `node` between `start` and `end`, keeping the text between them; a
+    /// part that does not fold is `stand_in` when one is given.
     fn fold_parts(
         &self,
         node: Node<'_>,
@@ -144,6 +178,7 @@ impl BashSem<'_> {
         end: usize,
         d: u8,
         quoted: bool,
+        stand_in: Option<&str>,
     ) -> Option<String> {
         let mut out = String::new();
         let mut at = start;
@@ -157,7 +192,16 @@ impl BashSem<'_> {
             } else {
                 unescape_word(gap)
             });
-            out.push_str(&self.fold_at(child, d)?);
+            match (self.fold_at(child, d), stand_in) {
+                (Some(v), _) => out.push_str(&v),
+                // the blanks the grammar puts in front of an expansion are text (see fold_at)
+                (None, Some(word)) => {
+                    let t = text(child, self.src);
+                    out.push_str(&t[..t.len() - t.trim_start().len()]);
+                    out.push_str(word);
+                }
+                (None, None) => return None,
+            }
             at = child.end_byte();
         }
         let gap = self.src.get(at.min(end)..end)?;

@@ -4,6 +4,7 @@
 
 use tree_sitter::Node;
 
+use super::runner::{RUNTIME_WORD, command_words, runtime_parts_are_arguments};
 use super::{Embedded, Interpreter, ShellRunner, awk, is_code_flag, verbatim, words, written};
 use crate::domain::script::Language;
 use crate::rules::bash::{BashSem, Invocation};
@@ -183,8 +184,19 @@ fn runner_command<'t>(
     }
     let words = command_words(sem, inv, runner);
     let anchor = *words.first()?;
-    let code: Option<Vec<String>> = words.iter().map(|w| sem.fold(*w)).collect();
-    let code = code.map(|c| c.join(" "));
+    // A remote shell (ssh's, `skip`ping the host) runs the words on another machine: their
+    // run-time parts stand as one word there, so the command's shape is what is checked.
+    let fold = |w: &Node<'t>| {
+        if runner.skip > 0 {
+            sem.fold_with(*w, RUNTIME_WORD)
+        } else {
+            sem.fold(*w)
+        }
+    };
+    let code: Option<Vec<String>> = words.iter().map(fold).collect();
+    let code = code
+        .map(|c| c.join(" "))
+        .filter(|c| runner.skip == 0 || runtime_parts_are_arguments(c));
     let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
     Some(Embedded {
         interpreter: inv.name.clone(),
@@ -193,60 +205,6 @@ fn runner_command<'t>(
         anchor,
         verbatim_at,
     })
-}
-
-/// The words a `rest` runner hands to the shell: those after its options and the `skip` words
-/// (ssh's host), up to an `until` word.
-fn command_words<'t>(
-    sem: &BashSem<'_>,
-    inv: &Invocation<'t>,
-    runner: &ShellRunner,
-) -> Vec<Node<'t>> {
-    let mut i = 0;
-    while let Some(arg) = inv.args.get(i) {
-        // `ssh "${opts[@]}" host cmd`: an array of options the script assigned is options
-        if let Some(words) = sem.array_words(*arg)
-            && all_options(&words, runner)
-        {
-            i += 1;
-            continue;
-        }
-        let a = sem.fold(*arg).unwrap_or_default();
-        if a == "--" {
-            i += 1;
-            break;
-        }
-        if !a.starts_with('-') || a.len() == 1 {
-            break;
-        }
-        i += if runner.value_options.contains(&a) {
-            2
-        } else {
-            1
-        };
-    }
-    let i = i + runner.skip;
-    inv.args[i.min(inv.args.len())..]
-        .iter()
-        .copied()
-        .take_while(|a| sem.fold(*a).is_none_or(|v| !runner.until.contains(&v)))
-        .collect()
-}
-
-/// Whether `words` (an array's) are whole options of `runner`, each value option with its value.
-fn all_options(words: &[String], runner: &ShellRunner) -> bool {
-    let mut i = 0;
-    while let Some(w) = words.get(i) {
-        if !w.starts_with('-') || w.len() == 1 || w == "--" {
-            return false;
-        }
-        i += if runner.value_options.contains(w) {
-            2
-        } else {
-            1
-        };
-    }
-    i == words.len()
 }
 
 /// `bash -c CODE`, `python3 -c CODE`, `bash -lc CODE`.

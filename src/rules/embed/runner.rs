@@ -1,0 +1,114 @@
+//! The command a shell runner (`ssh HOST CMD…`, `parallel CMD :::`) hands to a shell: which of
+//! its words are options, and when a remote command with run-time parts can still be checked.
+
+use tree_sitter::Node;
+
+use super::ShellRunner;
+use crate::rules::bash::{BashSem, Invocation, base_name};
+
+/// The words a `rest` runner hands to the shell: those after its options and the `skip` words
+/// (ssh's host), up to an `until` word.
+pub(super) fn command_words<'t>(
+    sem: &BashSem<'_>,
+    inv: &Invocation<'t>,
+    runner: &ShellRunner,
+) -> Vec<Node<'t>> {
+    let mut i = 0;
+    while let Some(arg) = inv.args.get(i) {
+        // `ssh "${opts[@]}" host cmd`: an array of options the script assigned is options
+        if let Some(words) = sem.array_words(*arg)
+            && all_options(&words, runner)
+        {
+            i += 1;
+            continue;
+        }
+        let a = sem.fold(*arg).unwrap_or_default();
+        if a == "--" {
+            i += 1;
+            break;
+        }
+        if !a.starts_with('-') || a.len() == 1 {
+            break;
+        }
+        i += if runner.value_options.contains(&a) {
+            2
+        } else {
+            1
+        };
+    }
+    let i = i + runner.skip;
+    inv.args[i.min(inv.args.len())..]
+        .iter()
+        .copied()
+        .take_while(|a| sem.fold(*a).is_none_or(|v| !runner.until.contains(&v)))
+        .collect()
+}
+
+/// What a run-time part of a remote command stands as (see `runner_command`).
+pub(super) const RUNTIME_WORD: &str = "SCRIPTGATE_RUNTIME_VALUE";
+
+/// Whether every run-time part of a remote command is an argument: none names the command to run
+/// or is code (`"$STEP"`, `"x; $cmd"`, `"bash -c '$code'"`, `"eval $x"` are run-time code).
+pub(super) fn runtime_parts_are_arguments(code: &str) -> bool {
+    code.match_indices(RUNTIME_WORD).all(|(at, _)| {
+        let before = code[..at].trim_end_matches(['\'', '"', ' ', '\t']);
+        let mut words = before.rsplit(|c: char| c.is_whitespace());
+        let last_word = words.next().unwrap_or("");
+        let shells = [
+            "sh", "bash", "zsh", "dash", "ksh", "ash", "su", "python", "python3", "perl",
+        ];
+        let code_flag =
+            last_word == "-c" && words.next().is_some_and(|w| shells.contains(&base_name(w)));
+        !(before.is_empty()
+            || before.ends_with([';', '|', '&', '(', '\n', '`', '{'])
+            || before.ends_with("$(")
+            || code_flag
+            || matches!(
+                last_word,
+                "eval" | "exec" | "sh" | "bash" | "source" | "." | "sudo" | "xargs" | "env"
+            ))
+    })
+}
+
+/// Whether `words` (an array's) are whole options of `runner`, each value option with its value.
+fn all_options(words: &[String], runner: &ShellRunner) -> bool {
+    let mut i = 0;
+    while let Some(w) = words.get(i) {
+        if !w.starts_with('-') || w.len() == 1 || w == "--" {
+            return false;
+        }
+        i += if runner.value_options.contains(w) {
+            2
+        } else {
+            1
+        };
+    }
+    i == words.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RUNTIME_WORD, runtime_parts_are_arguments};
+
+    #[test]
+    fn run_time_parts_of_a_remote_command_may_only_be_arguments() {
+        let with = |c: &str| c.replace("RT", RUNTIME_WORD);
+        for ok in [
+            "systemctl is-active RT",
+            "cd /srv && sha256sum -c RT.sha256",
+            "ls -l 'RT'",
+        ] {
+            assert!(runtime_parts_are_arguments(&with(ok)), "{ok}");
+        }
+        for code in [
+            "RT",
+            "cd /srv && RT",
+            "ls | RT",
+            "eval RT",
+            "bash -c 'RT'",
+            "x; RT -f",
+        ] {
+            assert!(!runtime_parts_are_arguments(&with(code)), "{code}");
+        }
+    }
+}
