@@ -119,6 +119,13 @@ impl<'a> PySem<'a> {
             self.call_prefixes(node, d)
         } else if kind == k.subscript {
             self.possible_values(node).unwrap_or_default()
+        } else if kind == k.conditional_expression {
+            // `Path(sys.argv[1]) if … else Path("/etc/shadow")`: either branch
+            [node.named_child(0), node.named_child(2)]
+                .into_iter()
+                .flatten()
+                .flat_map(|branch| self.prefixes_at(branch, d))
+                .collect()
         } else {
             Vec::new()
         }
