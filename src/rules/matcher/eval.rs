@@ -56,10 +56,11 @@ impl Matcher {
             }
             Matcher::Derived(inner) => derived(node, inner, cx, 0),
             Matcher::Dynamic(want) => {
-                // a loop variable over constants (`for cmd in CMDS`) takes known values only
+                // a Python loop variable over constants (`for cmd in CMDS`) takes known values
+                // only (Bash's loop values are asked for where a rule needs them: costly there)
                 let constant = cx.sem.is_literal(node)
                     || cx.fold(node).is_some()
-                    || cx.sem.possible_values(node).is_some();
+                    || matches!(&cx.sem, Sem::Python(py) if py.possible_values(node).is_some());
                 constant != *want
             }
             Matcher::Plain(want) => {

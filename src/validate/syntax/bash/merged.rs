@@ -18,7 +18,13 @@ pub fn split_merged_lines(tree: &Tree, text: &str) -> Option<String> {
     for nl in memchr::memchr_iter(b'\n', src) {
         let line = &src[line_start..nl];
         line_start = nl + 1;
-        if single_pipes(line) < 2 {
+        // the grammar only runs on into a line that goes on with `&&`, `||` or a redirection
+        let next_end = memchr::memchr(b'\n', &src[nl + 1..]).map_or(src.len(), |i| nl + 1 + i);
+        let next = &src[nl + 1..next_end];
+        if single_pipes(line) < 2
+            || memchr::memchr3(b'&', b'|', b'>', next).is_none()
+                && memchr::memchr(b'<', next).is_none()
+        {
             continue;
         }
         let Some(node) = root.descendant_for_byte_range(nl, nl + 1) else {
