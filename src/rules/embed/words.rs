@@ -31,7 +31,19 @@ pub(super) fn split_command_line<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Op
     if !line.trim().contains(' ') {
         return None;
     }
-    let rest = &sem.src[name.end_byte()..command.end_byte()];
+    // The arguments as the script knows them: a loop variable over `~/*` is a path under the
+    // home directory there, not in the line checked on its own.
+    let mut rest = String::new();
+    let mut at = name.end_byte();
+    for arg in children_in_field(command, sem.k.f_argument) {
+        rest.push_str(&sem.src[at..arg.start_byte()]);
+        match known_word(sem, arg) {
+            Some(value) => rest.push_str(&value),
+            None => rest.push_str(text(arg, sem.src)),
+        }
+        at = arg.end_byte();
+    }
+    rest.push_str(&sem.src[at..command.end_byte()]);
     Some(Embedded {
         interpreter: text(word, sem.src).to_string(),
         language: Some(Language::Bash),
@@ -39,6 +51,30 @@ pub(super) fn split_command_line<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Op
         anchor: word,
         verbatim_at: None,
     })
+}
+
+/// A word's value when the script knows it, or the leading part all its values share, quoted
+/// as one word; `None` for a plain word (kept as written) or one nothing is known of.
+fn known_word(sem: &BashSem<'_>, arg: Node<'_>) -> Option<String> {
+    if arg.kind() == "word" {
+        return None;
+    }
+    let value = sem.fold(arg).or_else(|| {
+        let prefixes = sem.prefixes(arg);
+        let (first, others) = prefixes.split_first()?;
+        let mut common = first.as_str();
+        for p in others {
+            let len = common
+                .char_indices()
+                .zip(p.chars())
+                .take_while(|((_, a), b)| a == b)
+                .last()
+                .map_or(0, |((i, a), _)| i + a.len_utf8());
+            common = &common[..len];
+        }
+        (!common.is_empty()).then(|| common.to_string())
+    })?;
+    Some(format!("'{}'", value.replace('\'', "'\\''")))
 }
 
 /// The characters unquoted expansions are split on: the default blanks, and those of a constant
