@@ -19,8 +19,15 @@ pub fn split_merged_lines(tree: &Tree, text: &str) -> Option<String> {
         let line = &src[line_start..nl];
         line_start = nl + 1;
         // the grammar only runs on into a line that goes on with `&&`, `||` or a redirection
-        let next_end = memchr::memchr(b'\n', &src[nl + 1..]).map_or(src.len(), |i| nl + 1 + i);
-        let next = &src[nl + 1..next_end];
+        // (the next line that is not blank)
+        let start = nl
+            + 1
+            + src[nl + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_whitespace())
+                .count();
+        let next_end = memchr::memchr(b'\n', &src[start..]).map_or(src.len(), |i| start + i);
+        let next = &src[start..next_end];
         if single_pipes(line) < 2
             || memchr::memchr3(b'&', b'|', b'>', next).is_none()
                 && memchr::memchr(b'<', next).is_none()
@@ -62,6 +69,7 @@ mod tests {
         let g = Grammar::new(Language::Bash);
         for (text, fixed) in [
             ("a | b | c\nk > o\n", Some("a | b | c;k > o\n")),
+            ("a | b | c\n\nk > o\n", Some("a | b | c;\nk > o\n")),
             (
                 "a | grep x | head -30\necho B && cd s\n",
                 Some("a | grep x | head -30;echo B && cd s\n"),
