@@ -1,7 +1,10 @@
 //! Lines the grammar runs together. After a pipeline of three or more stages, tree-sitter-bash
 //! (0.25) can drop the newline that ends it when the next line goes on with `&&`, `||` or a
 //! redirection (tree-sitter-bash #347): `a | b | c` then `rm -rf ~ > /dev/null` parses as one
-//! command `c` with the arguments `rm -rf ~`, and the `rm` is hidden from every rule. Such a
+//! command `c` with the arguments `rm -rf ~`, and the `rm` is hidden from every rule. A line of
+//! two or more assignments (`name=$1 want=$2`) is run on into the next line's command the same
+//! way, which in a function body makes a following `if` a command name and the script a syntax
+//! error it is not. Such a
 //! newline is found in the tree (the smallest node around it is a command, whose words never
 //! span an unquoted line break) and replaced by `;`, which bash reads the same there; the text is
 //! then parsed again. Offsets are kept.
@@ -28,10 +31,10 @@ pub fn split_merged_lines(tree: &Tree, text: &str) -> Option<String> {
                 .count();
         let next_end = memchr::memchr(b'\n', &src[start..]).map_or(src.len(), |i| start + i);
         let next = &src[start..next_end];
-        if single_pipes(line) < 2
-            || memchr::memchr3(b'&', b'|', b'>', next).is_none()
-                && memchr::memchr(b'<', next).is_none()
-        {
+        let after_pipeline = single_pipes(line) >= 2
+            && (memchr::memchr3(b'&', b'|', b'>', next).is_some()
+                || memchr::memchr(b'<', next).is_some());
+        if !after_pipeline && !assignments_only(line) {
             continue;
         }
         let Some(node) = root.descendant_for_byte_range(nl, nl + 1) else {
@@ -49,6 +52,23 @@ pub fn split_merged_lines(tree: &Tree, text: &str) -> Option<String> {
         bytes[nl] = b';';
     }
     String::from_utf8(bytes).ok()
+}
+
+/// Whether a line is two or more assignments and nothing else (`name=$1 want=$2`): in a function
+/// body the grammar takes the next line's first word (`if`) as the command they prefix.
+fn assignments_only(line: &[u8]) -> bool {
+    let Ok(line) = std::str::from_utf8(line) else {
+        return false;
+    };
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words.len() >= 2
+        && words.iter().all(|w| {
+            w.split_once('=').is_some_and(|(name, value)| {
+                name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                    && !value.contains(['"', '\'', '`', '('])
+            })
+        })
 }
 
 /// How many `|` of a line are pipes rather than halves of `||`.
@@ -70,6 +90,12 @@ mod tests {
         for (text, fixed) in [
             ("a | b | c\nk > o\n", Some("a | b | c;k > o\n")),
             ("a | b | c\n\nk > o\n", Some("a | b | c;\nk > o\n")),
+            (
+                "f() {\n    a=$1 b=$2\n    if true; then\n        echo x\n    fi\n}\n",
+                Some("f() {\n    a=$1 b=$2;    if true; then\n        echo x\n    fi\n}\n"),
+            ),
+            ("a=1 b=2\nls\n", Some("a=1 b=2;ls\n")),
+            ("a=1\nls\n", None),
             (
                 "a | grep x | head -30\necho B && cd s\n",
                 Some("a | grep x | head -30;echo B && cd s\n"),
