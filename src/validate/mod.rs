@@ -376,6 +376,16 @@ mod tests {
         );
         let reads = "import subprocess\nfor cmd in [\"uptime\", \"df -h / | tail -1\"]:\n    subprocess.run(cmd, shell=True)\n    for host in [\"a\", \"b\"]:\n        subprocess.run([\"ssh\", \"-o\", \"BatchMode=yes\", f\"deploy@{host}\", cmd])\n";
         assert!(rules(reads).is_empty(), "{:?}", rules(reads));
+        // a parameter's list spliced into an argv: what each call passes
+        let spliced = "import subprocess\ndef run(cmd):\n    return subprocess.run([\"sudo\", \"-n\", *cmd])\nrun([\"nft\", \"list\", \"ruleset\"])\n";
+        assert!(rules(spliced).is_empty(), "{:?}", rules(spliced));
+        let spliced_rm =
+            spliced.replace("\"nft\", \"list\", \"ruleset\"", "\"rm\", \"-rf\", \"/\"");
+        assert!(
+            rules(&spliced_rm).contains(&"bash-rm-root".to_string()),
+            "{:?}",
+            rules(&spliced_rm)
+        );
         let ordinary = "import subprocess\ncmd = [\"git\", \"log\", \"-5\"]\nsubprocess.run(cmd)\ndef sh(*args):\n    return subprocess.run(args)\nsh(\"git\", \"status\")\n";
         assert!(rules(ordinary).is_empty(), "{:?}", rules(ordinary));
     }

@@ -180,6 +180,13 @@ fn argv_lines(sem: &PySem<'_>, items: &[(Node<'_>, Option<String>)]) -> Vec<Stri
         if value.is_some() {
             continue;
         }
+        // a string whose run-time parts all pass through shlex.quote: each a quoted word
+        if let Some(v) = sem.fold_shell(*node) {
+            for line in &mut lines {
+                line[at] = Some(v.clone());
+            }
+            continue;
+        }
         let Some(values) = sem.possible_values(*node) else {
             continue;
         };

@@ -181,22 +181,39 @@ impl<'a> PySem<'a> {
     pub fn forwarded_lists(&self, list: Node<'a>) -> Vec<ForwardedArgv<'a>> {
         let mut cursor = list.walk();
         let items: Vec<Node<'a>> = list.named_children(&mut cursor).collect();
-        let Some((at, name)) = items.iter().enumerate().find_map(|(i, item)| {
+        let Some((at, splat)) = items.iter().enumerate().find_map(|(i, item)| {
             (item.kind() == "list_splat")
                 .then(|| item.named_child(0))
                 .flatten()
                 .filter(|n| n.kind_id() == self.k.identifier)
-                .map(|n| (i, ident(n, self.src)))
+                .map(|n| (i, n))
         }) else {
             return Vec::new();
         };
+        let name = ident(splat, self.src);
         let Some(function) = enclosing_function(list) else {
             return Vec::new();
         };
-        if !self.takes_rest(function, &name) {
-            return Vec::new();
+        if self.takes_rest(function, &name) {
+            return self.argv_per_call(function, &items, at);
         }
-        self.argv_per_call(function, &items, at)
+        // `def run(cmd): subprocess.run(["sudo", "-n", *cmd])` and then `run(["nft", "list",
+        // "ruleset"])`: the list each call passes, spliced in
+        self.forwarded_args(splat)
+            .into_iter()
+            .filter_map(|(call, passed)| {
+                let passed = self.list_items(passed)?;
+                let mut argv: Vec<(Node<'a>, Option<String>)> = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    if i == at {
+                        argv.extend(passed.iter().cloned());
+                    } else {
+                        argv.push((*item, self.fold(*item)));
+                    }
+                }
+                Some((call, argv))
+            })
+            .collect()
     }
 
     /// `def sh(*args): subprocess.run(args)` and then `sh("git", "push", "--force")`: the argv each
