@@ -31,6 +31,11 @@ pub const PYTHON_DYNAMIC: &str = "python-inline-code-dynamic";
 pub const BASH_BIDI: &str = "bash-bidi-control";
 pub const PYTHON_BIDI: &str = "python-bidi-control";
 pub const BASH_DOWNLOAD_RUN: &str = "bash-download-then-run";
+/// Gaining privileges is the sandbox's concern only: in a command another host runs (`ssh host
+/// "sudo systemctl restart app"`) this rule's findings are dropped.
+pub const BASH_PRIVILEGE: &str = "bash-privilege-escalation";
+/// Runners whose command runs on another host.
+pub const REMOTE_RUNNERS: &[&str] = &["ssh"];
 /// The interpreter named for a command rewritten with the arrays it expands
 /// ([`words::array_expansion`]): the same command again, seen without the script's variables.
 pub const ARRAY_EXPANSION: &str = "array expansion";
