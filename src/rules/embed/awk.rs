@@ -109,18 +109,27 @@ fn literal_assignments(source: &str, known: &[(String, String)]) -> Vec<(String,
 /// The expression at the start of `s`, up to the end of its statement (`;`, `}` or a newline
 /// outside a string).
 fn statement(s: &str) -> &str {
+    outside_strings(s)
+        .find(|&(_, c)| matches!(c, ';' | '}' | '\n'))
+        .map_or(s, |(i, _)| &s[..i])
+}
+
+/// The characters of awk code that are not inside a double-quoted string, with their offsets.
+fn outside_strings(s: &str) -> impl Iterator<Item = (usize, char)> + '_ {
     let mut in_string = false;
     let mut escaped = false;
-    for (i, c) in s.char_indices() {
+    s.char_indices().filter(move |&(_, c)| {
         match c {
             _ if escaped => escaped = false,
             '\\' if in_string => escaped = true,
-            '"' => in_string = !in_string,
-            ';' | '}' | '\n' if !in_string => return &s[..i],
-            _ => {}
+            '"' => {
+                in_string = !in_string;
+                return false;
+            }
+            _ => return !in_string,
         }
-    }
-    s
+        false
+    })
 }
 
 /// The command expressions of the program: arguments of `system(…)`, targets of `| ` and `|&`
@@ -154,20 +163,11 @@ fn sinks(source: &str) -> Vec<&str> {
 /// The text up to the parenthesis that closes an already open one.
 fn until_close(s: &str) -> &str {
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (i, c) in s.char_indices() {
+    for (i, c) in outside_strings(s) {
         match c {
-            _ if escaped => escaped = false,
-            '\\' if in_string => escaped = true,
-            '"' => in_string = !in_string,
-            '(' if !in_string => depth += 1,
-            ')' if !in_string => {
-                if depth == 0 {
-                    return &s[..i];
-                }
-                depth -= 1;
-            }
+            '(' => depth += 1,
+            ')' if depth == 0 => return &s[..i],
+            ')' => depth -= 1,
             _ => {}
         }
     }
