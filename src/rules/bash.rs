@@ -15,6 +15,7 @@ mod facts;
 mod flow;
 mod fold;
 mod matching;
+mod output;
 mod wrappers;
 use super::embed::Interpreters;
 use super::grammar::Grammar;
