@@ -327,6 +327,14 @@ impl<'a> PySem<'a> {
     /// The module-level `def` a called name refers to (`cache_dirs` in `cache_dirs()`), or the
     /// method of the enclosing class `self.name()` calls.
     fn local_function(&self, func: Node<'a>) -> Option<Node<'a>> {
+        // most calls name no function of the script: its text says so without climbing the tree
+        let last = text(func, self.src).rsplit('.').next().unwrap_or_default();
+        if last.is_empty()
+            || !memchr::memmem::find_iter(self.src.as_bytes(), b"def ")
+                .any(|at| self.src[at + 4..].trim_start().starts_with(last))
+        {
+            return None;
+        }
         // `cache_dirs()` at module level, or `self.stale_dirs()` in the class it is called in
         let (name, scope) = if func.kind_id() == self.k.identifier {
             let mut root = func;
