@@ -37,7 +37,7 @@ pub const BASH_PRIVILEGE: &str = "bash-privilege-escalation";
 /// Runners whose command runs on another host.
 pub const REMOTE_RUNNERS: &[&str] = &["ssh"];
 /// The interpreter named for a command rewritten with the arrays it expands
-/// ([`words::array_expansion`]): the same command again, seen without the script's variables.
+/// (`words::array_expansion`): the same command again, seen without the script's variables.
 pub const ARRAY_EXPANSION: &str = "array expansion";
 
 #[derive(Debug, Deserialize)]
