@@ -348,32 +348,23 @@ mod tests {
                 .map(|f| f.rule)
                 .collect()
         };
+        let refused_by = |src: &str, rule: &str| {
+            let found = rules(src);
+            assert!(
+                found.iter().any(|r| r == rule),
+                "{rule} not in {found:?}: {src}"
+            );
+        };
         let named = "import subprocess\nargs = [\"r\" + \"m\", \"-\" + \"rf\", \"/\"]\nsubprocess.call(args)\n";
-        assert!(
-            rules(named).contains(&"bash-rm-root".to_string()),
-            "{:?}",
-            rules(named)
-        );
+        refused_by(named, "bash-rm-root");
         let rest = "import subprocess\ndef sh(*args, cwd=None):\n    return subprocess.run(args, cwd=cwd)\nsh(\"rm\", \"-rf\", \"/\")\n";
-        assert!(
-            rules(rest).contains(&"bash-rm-root".to_string()),
-            "{:?}",
-            rules(rest)
-        );
+        refused_by(rest, "bash-rm-root");
         // argvs in a dict of lists (one a comprehension), run in nested loops
         let nested = "import subprocess\nSTEPS = {\n    \"mac\": [[\"setenforce\", \"0\"]],\n    \"edr\": [[\"systemctl\", \"stop\", s] for s in (\"osqueryd\",)],\n}\nfor group, cmds in STEPS.items():\n    for cmd in cmds:\n        subprocess.run(cmd)\n";
-        assert!(
-            rules(nested).contains(&"bash-security-tamper".to_string()),
-            "{:?}",
-            rules(nested)
-        );
+        refused_by(nested, "bash-security-tamper");
         // a shell command taken from a constant list: each is checked
         let shell_loop = "import subprocess\nfor cmd in [\"uptime\", \"rm -rf /\"]:\n    subprocess.run(cmd, shell=True)\n";
-        assert!(
-            rules(shell_loop).contains(&"bash-rm-root".to_string()),
-            "{:?}",
-            rules(shell_loop)
-        );
+        refused_by(shell_loop, "bash-rm-root");
         let reads = "import subprocess\nfor cmd in [\"uptime\", \"df -h / | tail -1\"]:\n    subprocess.run(cmd, shell=True)\n    for host in [\"a\", \"b\"]:\n        subprocess.run([\"ssh\", \"-o\", \"BatchMode=yes\", f\"deploy@{host}\", cmd])\n";
         assert!(rules(reads).is_empty(), "{:?}", rules(reads));
         // a parameter's list spliced into an argv: what each call passes
@@ -381,11 +372,7 @@ mod tests {
         assert!(rules(spliced).is_empty(), "{:?}", rules(spliced));
         let spliced_rm =
             spliced.replace("\"nft\", \"list\", \"ruleset\"", "\"rm\", \"-rf\", \"/\"");
-        assert!(
-            rules(&spliced_rm).contains(&"bash-rm-root".to_string()),
-            "{:?}",
-            rules(&spliced_rm)
-        );
+        refused_by(&spliced_rm, "bash-rm-root");
         let ordinary = "import subprocess\ncmd = [\"git\", \"log\", \"-5\"]\nsubprocess.run(cmd)\ndef sh(*args):\n    return subprocess.run(args)\nsh(\"git\", \"status\")\n";
         assert!(rules(ordinary).is_empty(), "{:?}", rules(ordinary));
     }
