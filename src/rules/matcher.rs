@@ -30,7 +30,7 @@ use regex::Regex;
 pub use super::compile::{MatcherCompiler, MatcherError};
 pub use context::{Cx, Sem};
 pub use eval::normalized;
-pub use literals::LiteralIndex;
+pub use literals::{Leaf, LiteralIndex};
 pub use names::{NameSet, NameSetError};
 
 #[derive(Debug)]
@@ -63,9 +63,18 @@ pub enum Matcher {
 #[derive(Debug)]
 pub struct TextRegex {
     pub regex: Regex,
-    pub literals: Option<Vec<String>>,
+    pub literals: Option<RequiredLiterals>,
     /// Index of this leaf's per-script "possible" answer (see [`Matcher::assign_slots`]).
     pub slot: usize,
+}
+
+/// Texts one of which every match of a regex contains.
+#[derive(Debug, Clone)]
+pub struct RequiredLiterals {
+    pub texts: Vec<String>,
+    /// Compared without regard to ASCII case (the regex is case-insensitive; `texts` are in lower
+    /// case).
+    pub caseless: bool,
 }
 
 /// Exact words (a `regex` of the form `^(a|b)$`).

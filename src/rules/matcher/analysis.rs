@@ -1,7 +1,7 @@
 //! What a compiled matcher tells before any script: its cost, leaf slots, needed texts, names and
 //! node kinds, which order conditions and index rules.
 
-use super::{Matcher, TextRegex};
+use super::{Leaf, Matcher, TextRegex};
 
 impl Matcher {
     /// [`Matcher::possible`] from the script's text alone, before the walk: calls and commands are
@@ -23,15 +23,27 @@ impl Matcher {
     }
 
     /// The texts this matcher's leaves need, by slot (see [`super::LiteralIndex`]).
-    pub fn collect_literals(&self, out: &mut Vec<(usize, Vec<String>)>) {
+    pub fn collect_literals(&self, out: &mut Vec<Leaf>) {
         match self {
-            Matcher::Exact(w) => out.push((w.slot, w.words.clone())),
-            Matcher::Resolves(set, slot) => out.push((*slot, set.texts())),
+            Matcher::Exact(w) => out.push(Leaf {
+                slot: w.slot,
+                texts: w.words.clone(),
+                caseless: false,
+            }),
+            Matcher::Resolves(set, slot) => out.push(Leaf {
+                slot: *slot,
+                texts: set.texts(),
+                caseless: false,
+            }),
             Matcher::Regex(TextRegex {
                 literals: Some(l),
                 slot,
                 ..
-            }) => out.push((*slot, l.clone())),
+            }) => out.push(Leaf {
+                slot: *slot,
+                texts: l.texts.clone(),
+                caseless: l.caseless,
+            }),
             Matcher::Call(spec) => {
                 if let Some(a) = &spec.arg {
                     a.inner.collect_literals(out);

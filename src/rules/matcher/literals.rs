@@ -5,31 +5,46 @@ use unicode_normalization::UnicodeNormalization;
 /// Every text the exact-word and regex leaves of a language's rules need, in one automaton: one
 /// pass over a script tells which leaves can match anywhere in it (the keyword prefilter of the
 /// tree rules, as secret rules have theirs).
+///
+/// The automaton ignores ASCII case, for the texts of case-insensitive regexes; a match of a
+/// case-sensitive text is confirmed byte for byte.
 #[derive(Debug)]
 pub struct LiteralIndex {
     automaton: Option<aho_corasick::AhoCorasick>,
-    patterns: usize,
+    /// The texts, by pattern id.
+    texts: Vec<String>,
+    /// Per pattern id: whether it matches without regard to case.
+    caseless: Vec<bool>,
     /// Per slot, the automaton's pattern ids of that leaf's texts.
     by_slot: Vec<Vec<usize>>,
 }
 
+/// The texts a leaf (slot) of a matcher needs, one of which a script must hold for it to match.
+#[derive(Debug, Clone)]
+pub struct Leaf {
+    pub slot: usize,
+    pub texts: Vec<String>,
+    /// The texts are in lower case and match in any ASCII case.
+    pub caseless: bool,
+}
+
 impl LiteralIndex {
-    pub fn new(
-        slots: usize,
-        leaves: &[(usize, Vec<String>)],
-    ) -> Result<Self, aho_corasick::BuildError> {
-        let mut texts: Vec<String> = Vec::new();
+    pub fn new(slots: usize, leaves: &[Leaf]) -> Result<Self, aho_corasick::BuildError> {
+        let mut texts: Vec<(String, bool)> = Vec::new();
         let mut by_slot = vec![Vec::new(); slots];
-        for (slot, words) in leaves {
-            for w in words {
-                let id = match texts.iter().position(|t| t == w) {
+        for leaf in leaves {
+            for w in &leaf.texts {
+                let id = match texts
+                    .iter()
+                    .position(|(t, c)| t == w && *c == leaf.caseless)
+                {
                     Some(id) => id,
                     None => {
-                        texts.push(w.clone());
+                        texts.push((w.clone(), leaf.caseless));
                         texts.len() - 1
                     }
                 };
-                if let Some(ids) = by_slot.get_mut(*slot) {
+                if let Some(ids) = by_slot.get_mut(leaf.slot) {
                     ids.push(id);
                 }
             }
@@ -40,20 +55,22 @@ impl LiteralIndex {
             Some(
                 aho_corasick::AhoCorasickBuilder::new()
                     .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-                    .build(&texts)?,
+                    .ascii_case_insensitive(true)
+                    .build(texts.iter().map(|(t, _)| t))?,
             )
         };
         Ok(LiteralIndex {
             automaton,
-            patterns: texts.len(),
+            caseless: texts.iter().map(|(_, c)| *c).collect(),
             by_slot,
+            texts: texts.into_iter().map(|(t, _)| t).collect(),
         })
     }
 
     /// Which texts occur in a script (by pattern id), in one pass. Identifiers compare after NFKC,
     /// so a non-ASCII script is searched in its NFKC form.
     pub fn scan(&self, src: &str) -> Vec<bool> {
-        let mut found = vec![false; self.patterns];
+        let mut found = vec![false; self.texts.len()];
         let Some(ac) = &self.automaton else {
             return found;
         };
@@ -65,7 +82,10 @@ impl LiteralIndex {
             normalized.as_str()
         };
         for m in ac.find_overlapping_iter(haystack) {
-            found[m.pattern().as_usize()] = true;
+            let id = m.pattern().as_usize();
+            if !found[id] && (self.caseless[id] || haystack[m.range()] == self.texts[id]) {
+                found[id] = true;
+            }
         }
         found
     }
@@ -94,4 +114,32 @@ fn normalized_runs(src: &str) -> String {
         rest = &rest[run..];
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Leaf, LiteralIndex};
+
+    #[test]
+    fn caseless_texts_match_any_case_and_others_only_their_own() {
+        let leaves = [
+            Leaf {
+                slot: 0,
+                texts: vec!["stratum+tcp".into()],
+                caseless: true,
+            },
+            Leaf {
+                slot: 1,
+                texts: vec!["system".into()],
+                caseless: false,
+            },
+        ];
+        let index = LiteralIndex::new(2, &leaves).expect("index");
+        let present = index.scan("URL = 'STRATUM+TCP://x'; System.exit()");
+        assert!(index.slot_present(&present, 0));
+        assert!(!index.slot_present(&present, 1));
+        let present = index.scan("os.system('ls')");
+        assert!(!index.slot_present(&present, 0));
+        assert!(index.slot_present(&present, 1));
+    }
 }
