@@ -31,16 +31,25 @@ pub struct BashFacts {
     /// The script's functions (defined so far, in document order) and the byte ranges of the
     /// commands that call each, for what their positional parameters take.
     pub(super) functions: FxHashMap<String, Vec<(usize, usize)>>,
-    /// Whether the script has a `case` statement (whose branches narrow what a variable holds).
-    pub(super) has_case: bool,
+    /// The branches of the script's `case` statements (which narrow what a variable holds), in
+    /// document order.
+    pub(super) case_items: Vec<CaseItem>,
+}
+
+/// A branch of a `case` statement: the variable tested, the branch's byte range, and its
+/// patterns when they are all plain words.
+#[derive(Debug)]
+pub(super) struct CaseItem {
+    pub(super) tested: String,
+    pub(super) range: (usize, usize),
+    pub(super) patterns: Option<Vec<String>>,
 }
 
 impl BashFacts {
     pub fn observe(&mut self, k: &BashKinds, node: Node<'_>, src: &str) {
         let kind = node.kind_id();
         if kind == k.case_statement {
-            self.has_case = true;
-            return;
+            return self.observe_case(node, src);
         }
         if kind == k.function_definition {
             if let Some(name) = node.child_by_field_id(k.f_name) {
@@ -161,6 +170,38 @@ impl BashFacts {
 
 impl BashFacts {
     /// `([key]=value …)`: the entries of an associative array, when every element is one.
+    fn observe_case(&mut self, statement: Node<'_>, src: &str) {
+        let Some(tested) = statement.child_by_field_name("value") else {
+            return;
+        };
+        let tested = text(tested, src)
+            .trim_matches('"')
+            .trim_start_matches('$')
+            .trim_matches(['{', '}'])
+            .to_string();
+        let mut cursor = statement.walk();
+        for item in statement.named_children(&mut cursor) {
+            if item.kind() != "case_item" {
+                continue;
+            }
+            let patterns: Vec<String> = item
+                .children_by_field_name("value", &mut item.walk())
+                .map(|p| text(p, src).to_string())
+                .collect();
+            let plain = !patterns.is_empty()
+                && patterns.iter().all(|p| {
+                    !p.is_empty()
+                        && p.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+                });
+            self.case_items.push(CaseItem {
+                tested: tested.clone(),
+                range: (item.start_byte(), item.end_byte()),
+                patterns: plain.then_some(patterns),
+            });
+        }
+    }
+
     fn observe_assoc(&mut self, k: &BashKinds, name: &str, array: Node<'_>, src: &str) {
         let mut entries = FxHashMap::default();
         let elements: Vec<Node<'_>> = array.named_children(&mut array.walk()).collect();

@@ -129,39 +129,18 @@ impl BashSem<'_> {
     /// `case "$ext" in py|sh) … "$ext" … ;; esac`: inside a branch whose patterns are all plain
     /// words, the variable the `case` tests is one of them.
     fn case_values(&self, node: Node<'_>, name: &str) -> Option<Vec<String>> {
-        if !self.facts.has_case {
-            return None;
-        }
-        let mut at = node;
-        while let Some(parent) = at.parent() {
-            at = parent;
-            if at.kind() != "case_item" {
-                continue;
-            }
-            let statement = at.parent()?;
-            let tested = statement.child_by_field_name("value")?;
-            if text(tested, self.src)
-                .trim_matches('"')
-                .trim_start_matches('$')
-                .trim_matches(['{', '}'])
-                != name
-            {
-                continue;
-            }
-            let mut cursor = at.walk();
-            let patterns: Vec<String> = at
-                .children_by_field_name("value", &mut cursor)
-                .map(|p| text(p, self.src).to_string())
-                .collect();
-            let plain = !patterns.is_empty()
-                && patterns.iter().all(|p| {
-                    !p.is_empty()
-                        && p.bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
-                });
-            return plain.then_some(patterns);
-        }
-        None
+        // the innermost branch holding the node whose statement tests `name`
+        self.facts
+            .case_items
+            .iter()
+            .filter(|item| {
+                item.range.0 <= node.start_byte()
+                    && node.end_byte() <= item.range.1
+                    && item.tested == name
+            })
+            .min_by_key(|item| item.range.1 - item.range.0)?
+            .patterns
+            .clone()
     }
 
     /// `nuke() { rm -rf "$1"; }` … `nuke /`: inside a function, `$N` takes the `N`th argument of
