@@ -172,10 +172,16 @@ fn argv_embedded(anchor: Node<'_>, code: String) -> Embedded<'_> {
 
 /// The command lines of an argv; an item taken from a loop over constants (`["rm", "-rf", d]` in
 /// `for d in DIRS`) gives one line per value (several such items, their combinations, at most
-/// `MAX_LINES`); other run-time items stay run-time words.
+/// `MAX_LINES`); other run-time items stay run-time words, after the constant text they are known
+/// to start with (`f"of=/dev/{disk}"` is `of=/dev/"$…"`, as a Bash script would spell it).
 fn argv_lines(sem: &PySem<'_>, items: &[(Node<'_>, Option<String>)]) -> Vec<String> {
     const MAX_LINES: usize = 16;
-    let mut lines: Vec<Vec<Option<String>>> = vec![items.iter().map(|(_, v)| v.clone()).collect()];
+    let mut lines: Vec<Vec<Word>> = vec![
+        items
+            .iter()
+            .map(|(_, v)| v.clone().map_or(Word::Runtime, Word::Known))
+            .collect(),
+    ];
     for (at, (node, value)) in items.iter().enumerate() {
         if value.is_some() {
             continue;
@@ -183,19 +189,28 @@ fn argv_lines(sem: &PySem<'_>, items: &[(Node<'_>, Option<String>)]) -> Vec<Stri
         // a string whose run-time parts all pass through shlex.quote: each a quoted word
         if let Some(v) = sem.fold_shell(*node) {
             for line in &mut lines {
-                line[at] = Some(v.clone());
+                line[at] = Word::Known(v.clone());
             }
             continue;
         }
-        let Some(values) = sem.possible_values(*node) else {
-            continue;
+        let values: Vec<Word> = match sem.possible_values(*node) {
+            Some(values) => values.into_iter().map(Word::Known).collect(),
+            None => sem
+                .prefixes(*node)
+                .into_iter()
+                .filter(|p| !p.is_empty())
+                .map(Word::Prefix)
+                .collect(),
         };
+        if values.is_empty() {
+            continue;
+        }
         lines = lines
             .iter()
             .flat_map(|line| {
                 values.iter().map(move |v| {
                     let mut line = line.clone();
-                    line[at] = Some(v.clone());
+                    line[at] = v.clone();
                     line
                 })
             })
@@ -305,21 +320,41 @@ fn inline_in_argv<'t>(
 
 /// An argv as a shell command line; items only known at run time become a quoted variable.
 fn command_line(items: &[(Node<'_>, Option<String>)]) -> String {
-    words_line(&items.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>())
+    words_line(
+        &items
+            .iter()
+            .map(|(_, v)| v.clone().map_or(Word::Runtime, Word::Known))
+            .collect::<Vec<_>>(),
+    )
 }
 
-/// An argv's words as a command line: constants quoted as needed, run-time values as one word.
-fn words_line(words: &[Option<String>]) -> String {
-    let word = |v: &Option<String>| match v {
-        None => "\"$SCRIPTGATE_RUNTIME_VALUE\"".to_string(),
-        Some(s)
-            if !s.is_empty()
-                && s.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b)) =>
+/// An argv item as a command line spells it.
+#[derive(Debug, Clone)]
+enum Word {
+    Known(String),
+    /// Known to start with this text, the rest only known at run time.
+    Prefix(String),
+    Runtime,
+}
+
+/// An argv's words as a command line: constants quoted as needed, run-time values as a quoted
+/// variable.
+fn words_line(words: &[Word]) -> String {
+    const RUNTIME: &str = "\"$SCRIPTGATE_RUNTIME_VALUE\"";
+    let quoted = |s: &str| {
+        if !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b))
         {
-            s.clone()
+            s.to_string()
+        } else {
+            format!("'{}'", s.replace('\'', "'\\''"))
         }
-        Some(s) => format!("'{}'", s.replace('\'', "'\\''")),
+    };
+    let word = |w: &Word| match w {
+        Word::Runtime => RUNTIME.to_string(),
+        Word::Known(s) => quoted(s),
+        Word::Prefix(p) => format!("{}{RUNTIME}", quoted(p)),
     };
     words.iter().map(word).collect::<Vec<_>>().join(" ")
 }

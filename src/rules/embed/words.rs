@@ -186,7 +186,7 @@ pub(super) fn array_expansion<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Optio
 }
 
 /// `echo "$HOME/.ssh /srv" | xargs rm -rf`: xargs appends the words it reads to its command, so
-/// the command with the words `echo` (or `printf '%s\n'`) writes into the pipe after it is checked
+/// the command with the words `echo` (or `printf '%s\n'`, or `ls -d`) writes into the pipe after it is checked
 /// as Bash code. The words are folded (`printf '%s\n' $roots` writes each word of `$roots`). With a
 /// replacement string (`xargs -I{} sh -c 'find "{}" …'`) the command is checked once per word, the
 /// word in place of the string. NUL-separated input is left to the wrapper's own check.
@@ -228,7 +228,11 @@ fn xargs_parts<'t>(
         return None;
     }
     command.parent().filter(|p| p.kind() == "pipeline")?;
-    let writer = command.prev_named_sibling()?;
+    let mut writer = command.prev_named_sibling()?;
+    // `ls -d … 2>/dev/null | xargs …`
+    if writer.kind() == "redirected_statement" {
+        writer = writer.child_by_field_name("body")?;
+    }
     let writer_name = writer.child_by_field_id(sem.k.f_name)?;
     let mut words: Vec<Node<'_>> = children_in_field(writer, sem.k.f_argument);
     match sem.fold(writer_name)?.as_str() {
@@ -239,6 +243,14 @@ fn xargs_parts<'t>(
                 .is_some_and(|f| text(*f, sem.src).trim_matches(['\'', '"']) == "%s\\n") =>
         {
             words.remove(0);
+        }
+        // `ls -d /home/*/` writes the paths its operands name
+        "ls" if words.iter().any(|w| {
+            let t = text(*w, sem.src);
+            t == "--directory" || (t.starts_with('-') && !t.starts_with("--") && t.contains('d'))
+        }) =>
+        {
+            words.retain(|w| !text(*w, sem.src).starts_with('-'));
         }
         _ => return None,
     }
