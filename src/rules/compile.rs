@@ -406,19 +406,60 @@ fn required_literals(pattern: &str) -> Option<RequiredLiterals> {
     let mut extractor = Extractor::new();
     extractor.limit_total(64);
     let seq = extractor.extract(&hir);
-    let literals = seq.literals()?;
-    if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
-        return None;
-    }
+    let prefixes: Option<Vec<Vec<u8>>> = seq
+        .literals()
+        .filter(|ls| !ls.is_empty() && ls.iter().all(|l| !l.as_bytes().is_empty()))
+        .map(|ls| ls.iter().map(|l| l.as_bytes().to_vec()).collect());
+    // Prefixes, unless a literal inside the pattern is more telling (`^\s*-?\s*privileged:` has
+    // no prefix but needs `privileged`).
+    let literals = match (prefixes, required_factors(&hir)) {
+        (Some(p), Some(f)) if shortest(&f) > shortest(&p) => f,
+        (Some(p), _) => p,
+        (None, f) => f?,
+    };
     let mut texts: Vec<String> = literals
-        .iter()
-        .map(|l| String::from_utf8(l.as_bytes().to_vec()).ok())
+        .into_iter()
+        .map(|l| String::from_utf8(l).ok())
         .collect::<Option<_>>()?;
     if caseless {
         texts.sort();
         texts.dedup();
     }
     Some(RequiredLiterals { texts, caseless })
+}
+
+/// Texts one of which every match of `hir` contains somewhere (not only at its start): a
+/// literal's, each alternative's, and of a sequence the most telling of its parts'. At most 64.
+fn required_factors(hir: &regex_syntax::hir::Hir) -> Option<Vec<Vec<u8>>> {
+    use regex_syntax::hir::{HirKind, Literal};
+    const MAX: usize = 64;
+    match hir.kind() {
+        HirKind::Literal(Literal(bytes)) => Some(vec![bytes.to_vec()]),
+        HirKind::Capture(c) => required_factors(&c.sub),
+        HirKind::Repetition(r) if r.min >= 1 => required_factors(&r.sub),
+        HirKind::Alternation(subs) => {
+            let mut out = Vec::new();
+            for sub in subs {
+                out.extend(required_factors(sub)?);
+                if out.len() > MAX {
+                    return None;
+                }
+            }
+            out.sort();
+            out.dedup();
+            Some(out)
+        }
+        HirKind::Concat(subs) => subs
+            .iter()
+            .filter_map(required_factors)
+            .max_by_key(|f| shortest(f)),
+        _ => None,
+    }
+}
+
+/// The length of the shortest text of a set (what a search for any of them can rule out).
+fn shortest(texts: &[Vec<u8>]) -> usize {
+    texts.iter().map(Vec::len).min().unwrap_or(0)
 }
 
 /// Whether a pattern turns case-insensitive matching on anywhere (`(?i)`, `(?si:…)`).
@@ -512,9 +553,22 @@ mod tests {
         assert!(caseless);
         assert_eq!(words, ["stratum+ssl://", "stratum+tcp://"]);
         // a flag group turns it on for part of the pattern only: still folded (a superset)
-        let (words, caseless) = texts(r"(?i:drop)\s+table").expect("literals");
+        let (words, caseless) = texts(r"(?i:drop)\s+index").expect("literals");
         assert!(caseless);
-        assert_eq!(words, ["drop"]);
+        assert_eq!(words, ["index"]);
+    }
+
+    #[test]
+    fn literals_inside_a_pattern_count_when_its_start_has_none() {
+        let (words, caseless) =
+            texts(r"(?i)(^|\n)\s*-?\s*(privileged|hostPID):\s*true").expect("literals");
+        assert!(caseless);
+        assert_eq!(words, ["hostpid", "privileged"]);
+        // the longer of a prefix and an inner literal
+        let (words, _) = texts(r"^\d*<[^<]+\.sock").expect("literals");
+        assert_eq!(words, [".sock"]);
+        // an optional part is not required
+        assert_eq!(texts(r"^\s*(sudo)?\s*$"), None);
     }
 
     #[test]
