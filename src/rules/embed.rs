@@ -39,6 +39,15 @@ pub const REMOTE_RUNNERS: &[&str] = &["ssh"];
 /// The interpreter named for a command rewritten with the arrays it expands
 /// (`words::array_expansion`): the same command again, seen without the script's variables.
 pub const ARRAY_EXPANSION: &str = "array expansion";
+/// The same for a command rewritten with unquoted expansions split into their words
+/// (`words::word_splitting`).
+pub const WORD_SPLITTING: &str = "word splitting";
+/// Whether an inline program is a command of the script rewritten with values the script gave
+/// it, which lost the script's other variables (what it runs is judged dynamic or not on the
+/// command itself, where they are known).
+pub fn is_rewritten(interpreter: &str) -> bool {
+    interpreter == ARRAY_EXPANSION || interpreter == WORD_SPLITTING
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

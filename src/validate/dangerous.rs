@@ -8,8 +8,8 @@ use crate::domain::script::Language;
 use crate::rules::RuleMeta;
 use crate::rules::bash::BashSem;
 use crate::rules::embed::{
-    self, ARRAY_EXPANSION, BASH_BIDI, BASH_DOWNLOAD_RUN, BASH_DYNAMIC, BASH_PRIVILEGE, Embedded,
-    PYTHON_BIDI, PYTHON_DYNAMIC, REMOTE_RUNNERS,
+    self, BASH_BIDI, BASH_DOWNLOAD_RUN, BASH_DYNAMIC, BASH_PRIVILEGE, Embedded, PYTHON_BIDI,
+    PYTHON_DYNAMIC, REMOTE_RUNNERS,
 };
 use crate::rules::matcher::{Cx, Sem};
 use crate::rules::python::PySem;
@@ -212,7 +212,7 @@ fn inline_hits(v: &Validator, outer: Language, program: &Embedded<'_>, nesting: 
         .into_iter()
         // A command rewritten with its arrays expanded lost the script's other variables: what
         // it runs is judged dynamic or not on the command itself, where they are known.
-        .filter(|h| program.interpreter != ARRAY_EXPANSION || h.rule != BASH_DYNAMIC)
+        .filter(|h| !embed::is_rewritten(&program.interpreter) || h.rule != BASH_DYNAMIC)
         .filter(|h| {
             !(REMOTE_RUNNERS.contains(&program.interpreter.as_str()) && h.rule == BASH_PRIVILEGE)
         })

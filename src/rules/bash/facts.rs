@@ -112,10 +112,19 @@ impl BashFacts {
                     src,
                     interpreters: None,
                 };
-                // each word, or the words of `"${parts[@]}"` of an array of constants
+                // each word (an unquoted expansion of a constant splits into its words: `for d
+                // in $DIRS`), or the words of `"${parts[@]}"` of an array of constants
                 let words: Option<Vec<String>> = children_in_field(node, k.f_value)
                     .into_iter()
-                    .map(|w| sem.fold(w).map(|v| vec![v]).or_else(|| sem.array_words(w)))
+                    .map(|w| {
+                        let bare = w.kind_id() == k.simple_expansion || w.kind_id() == k.expansion;
+                        sem.fold(w)
+                            .map(|v| match bare {
+                                true => v.split_whitespace().map(str::to_string).collect(),
+                                false => vec![v],
+                            })
+                            .or_else(|| sem.array_words(w))
+                    })
                     .collect::<Option<Vec<Vec<String>>>>()
                     .map(|w| w.concat());
                 // a second loop over the same name: either loop's words

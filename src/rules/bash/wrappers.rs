@@ -20,12 +20,16 @@ pub(super) fn wrapper(name: &str) -> Option<Wrapper> {
         env_assignments: false,
     };
     Some(match name {
-        "sudo" => w(
-            &[
-                "-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "-R",
-            ],
-            0,
-        ),
+        // `sudo EDITOR=… visudo`: sudo also takes variable assignments before the command
+        "sudo" => Wrapper {
+            env_assignments: true,
+            ..w(
+                &[
+                    "-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "-R",
+                ],
+                0,
+            )
+        },
         "doas" => w(&["-u", "-C"], 0),
         "env" => Wrapper {
             value_options: &["-u", "-C", "-S", "--unset", "--chdir", "--split-string"],

@@ -22,6 +22,7 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
         .chain(words::alias_expansion(sem, command))
         .chain(words::function_runs_arguments(sem, command))
         .chain(words::array_expansion(sem, command))
+        .chain(words::word_splitting(sem, command))
         .chain(words::xargs_input(sem, command))
         .chain(written::written_script(sem, command))
         .collect();

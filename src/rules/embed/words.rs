@@ -135,6 +135,57 @@ pub(super) fn function_runs_arguments<'t>(
     })
 }
 
+/// `opts="-rf --no-preserve-root"; rm $opts $target`: an unquoted expansion of a variable assigned
+/// once to a constant splits into words, which the command then takes as separate options and
+/// operands. The command with such expansions replaced by their words (and the other arguments by
+/// their values, where known), checked as Bash code.
+pub(super) fn word_splitting<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
+    let args = children_in_field(command, sem.k.f_argument);
+    let bare = |n: &Node<'_>| matches!(n.kind(), "simple_expansion" | "expansion");
+    if !args.iter().any(bare) {
+        return None;
+    }
+    let name = command.child_by_field_id(sem.k.f_name)?;
+    let mut split = false;
+    let mut words: Vec<String> = Vec::with_capacity(args.len() + 1);
+    for arg in std::iter::once(name).chain(args) {
+        let t = text(arg, sem.src);
+        if !t.contains('$') {
+            words.push(t.to_string());
+            continue;
+        }
+        match sem.fold(arg) {
+            Some(v) if bare(&arg) => {
+                let mut parts = v.split_whitespace().peekable();
+                parts.peek()?;
+                split |= v.split_whitespace().nth(1).is_some();
+                words.extend(parts.map(quote_word));
+            }
+            Some(v) => words.push(quote_word(&v)),
+            None => words.push(t.to_string()),
+        }
+    }
+    split.then(|| Embedded {
+        interpreter: super::WORD_SPLITTING.into(),
+        language: Some(Language::Bash),
+        code: Some(words.join(" ")),
+        anchor: command,
+        verbatim_at: None,
+    })
+}
+
+/// A word as a command line spells it: as is when it holds nothing the shell would interpret.
+fn quote_word(w: &str) -> String {
+    if !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-*?~".contains(&b))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 /// A command that expands arrays the script assigned once (`cmd=(rm -rf --); "${cmd[@]}" "${t[@]}"`):
 /// the command with each `"${a[@]}"` replaced by the words the array was assigned, checked as
 /// Bash code. Each word keeps its own quoting, as the expansion keeps the words apart.
