@@ -129,6 +129,14 @@ impl<'a> PySem<'a> {
                 .map(|item| self.fold(item))
                 .collect();
         }
+        // `"cls" if os.name == "nt" else "clear"`: either branch's values
+        if node.kind_id() == self.k.conditional_expression {
+            let mut out = Vec::new();
+            for branch in [node.named_child(0), node.named_child(2)] {
+                out.extend(self.possible_values(branch?)?);
+            }
+            return Some(out);
+        }
         if node.kind_id() != self.k.subscript {
             return self.loop_values(node);
         }
