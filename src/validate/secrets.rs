@@ -229,6 +229,8 @@ mod tests {
         "tok = \"{}{}{}\".format(\"ghp_\", *(\"ZM5yDoNcQiZ0wIW8\", \"se7DIv3tmxvJm8aHGHJS\"))\n",
         // character codes in a list held in a name
         "_codes = [103, 104, 112, 95, 90, 89, 77, 109, 76, 79, 80, 73, 119, 70, 81, 117, 89, 104, 114, 115, 105, 70, 56, 110, 102, 77, 97, 117, 110, 108, 78, 121, 53, 121, 88, 48, 89, 51, 114, 78]\ntok = \"\".join(map(chr, _codes))\n",
+        // a generator as the only argument (no brackets of its own)
+        "tok = \"\".join(chr(c) for c in [103, 104, 112, 95, 90, 89, 77, 109, 76, 79, 80, 73, 119, 70, 81, 117, 89, 104, 114, 115, 105, 70, 56, 110, 102, 77, 97, 117, 110, 108, 78, 121, 53, 121, 88, 48, 89, 51, 114, 78])\n",
     ];
 
     const SPLIT_BASH: &[&str] = &[

@@ -12,6 +12,11 @@ impl<'a> PySem<'a> {
         let Some(args) = call.child_by_field_id(self.k.f_arguments) else {
             return Vec::new();
         };
+        // `"".join(chr(c) for c in codes)`: a lone generator argument is the call's `arguments`
+        // (its children are the generator's body and clauses, not arguments)
+        if args.kind_id() == self.k.generator_expression {
+            return vec![args];
+        }
         crate::rules::grammar::children(args)
             .filter(|c| c.is_named())
             .filter(|a| a.kind_id() != self.k.keyword_argument && a.kind_id() != self.k.comment)

@@ -32,6 +32,7 @@ const FOLDING_FUNCTIONS: &[&str] = &[
     "format",
     "fromhex",
     "chr",
+    "int",
     "str",
     "bytes",
     "bytearray",
@@ -252,6 +253,11 @@ impl<'a> PySem<'a> {
             let value = match name.as_str() {
                 "chr" => {
                     char::from_u32(u32::try_from(self.fold_int(arg0?)?).ok()?).map(String::from)
+                }
+                // `int("-1")`: a number spelt as a string
+                "int" if args.len() == 1 => {
+                    let v = self.fold_at(arg0?, d)?;
+                    Some(v.trim().replace('_', "").parse::<i64>().ok()?.to_string())
                 }
                 "str" | "bytes" | "bytearray" if arg0.is_some_and(|a| a.kind_id() == k.list) => {
                     self.fold_byte_list(arg0?)

@@ -76,7 +76,15 @@ impl<'a> PySem<'a> {
             .filter(|f| text(*f, self.src) == "chr")
             .and_then(|_| self.positional(body).first().copied())
             .is_some_and(is_var);
-        if var.kind_id() != k.identifier || !(is_var(body) || as_chr) {
+        if var.kind_id() != k.identifier {
+            return None;
+        }
+        // a shell command's words each passed through shlex.quote (`" ".join(quote(p) for p in
+        // paths)`): each is a quoted word, however many there are
+        if self.quoting && !is_var(body) && !as_chr {
+            return self.fold_at(body, d).map(|v| vec![v]);
+        }
+        if !(is_var(body) || as_chr) {
             return None;
         }
         let values = self.fold_items(items, d)?;
