@@ -140,6 +140,10 @@ pub(super) fn function_runs_arguments<'t>(
 /// operands. The command with such expansions replaced by their words (and the other arguments by
 /// their values, where known), checked as Bash code.
 pub(super) fn word_splitting<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
+    // most commands expand nothing: their text says so without collecting their arguments
+    if !sem.src[command.byte_range()].contains('$') {
+        return None;
+    }
     let args = children_in_field(command, sem.k.f_argument);
     let bare = |n: &Node<'_>| matches!(n.kind(), "simple_expansion" | "expansion");
     if !args.iter().any(bare) {
