@@ -290,6 +290,20 @@ pub struct Embedded<'t> {
     pub verbatim_at: Option<usize>,
 }
 
+/// A word as a command line spells it: as is when it holds nothing the shell would interpret,
+/// else single-quoted. With `glob`, `*`, `?` and `~` stay unquoted (a word that came from an
+/// unquoted expansion is globbed; an argv item is not).
+fn shell_word(w: &str, glob: bool) -> String {
+    let plain = |b: u8| {
+        b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b) || (glob && b"*?~".contains(&b))
+    };
+    if !w.is_empty() && w.bytes().all(plain) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 fn verbatim(src: &str, node: Node<'_>, code: &str) -> Option<usize> {
     let t = text(node, src);
     let offset = t.find(code)?;

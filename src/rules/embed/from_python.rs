@@ -341,16 +341,7 @@ enum Word {
 /// variable.
 fn words_line(words: &[Word]) -> String {
     const RUNTIME: &str = "\"$SCRIPTGATE_RUNTIME_VALUE\"";
-    let quoted = |s: &str| {
-        if !s.is_empty()
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b))
-        {
-            s.to_string()
-        } else {
-            format!("'{}'", s.replace('\'', "'\\''"))
-        }
-    };
+    let quoted = |s: &str| super::shell_word(s, false);
     let word = |w: &Word| match w {
         Word::Runtime => RUNTIME.to_string(),
         Word::Known(s) => quoted(s),

@@ -163,9 +163,9 @@ pub(super) fn word_splitting<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option
                 let mut parts = v.split_whitespace().peekable();
                 parts.peek()?;
                 split |= v.split_whitespace().nth(1).is_some();
-                words.extend(parts.map(quote_word));
+                words.extend(parts.map(|w| super::shell_word(w, true)));
             }
-            Some(v) => words.push(quote_word(&v)),
+            Some(v) => words.push(super::shell_word(&v, true)),
             None => words.push(t.to_string()),
         }
     }
@@ -176,18 +176,6 @@ pub(super) fn word_splitting<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option
         anchor: command,
         verbatim_at: None,
     })
-}
-
-/// A word as a command line spells it: as is when it holds nothing the shell would interpret.
-fn quote_word(w: &str) -> String {
-    if !w.is_empty()
-        && w.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-*?~".contains(&b))
-    {
-        w.to_string()
-    } else {
-        format!("'{}'", w.replace('\'', "'\\''"))
-    }
 }
 
 /// A command that expands arrays the script assigned once (`cmd=(rm -rf --); "${cmd[@]}" "${t[@]}"`):
