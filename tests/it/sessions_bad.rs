@@ -263,13 +263,13 @@ async fn a_balloon_kill_of_every_process_and_an_endless_command_end_that_command
     let refused = line(&s, &id, "kill -9 -1").await;
     assert_eq!(refused["error"]["type"], "validation_failed", "{refused}");
     state_kept(&s, &id).await;
-    // ... and where it gets past it (Python's os.kill with the pid in a variable, from a child:
-    // kill(-1) spares only the caller), it ends that command and everything it started, not the
-    // session.
+    // ... and where it gets past it (Python's os.kill with a pid only computed at run time, from a
+    // child: kill(-1) spares only the caller), it ends that command and everything it started, not
+    // the session.
     let everything = exec(
         &s,
         &id,
-        json!({"script_content": "import os, subprocess\nsubprocess.Popen(['sleep', '30'])\nevery = int('-1')\nif os.fork() == 0:\n    os.kill(every, 9)\n    os._exit(0)\nos.wait()\nprint('not reached')\n", "script_type": "python", "timeout": 30}),
+        json!({"script_content": "import os, subprocess\nsubprocess.Popen(['sleep', '30'])\nevery = os.getpid() - os.getpid() - 1\nif os.fork() == 0:\n    os.kill(every, 9)\n    os._exit(0)\nos.wait()\nprint('not reached')\n", "script_type": "python", "timeout": 30}),
     )
     .await;
     assert_eq!(
