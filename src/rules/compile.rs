@@ -5,7 +5,7 @@ use regex::Regex;
 use super::grammar::Grammar;
 use super::matcher::{
     ArgSpec, CallSpec, CommandSpec, KeywordSpec, Matcher, NameSet, NameSetError, Relation,
-    RequiredLiterals, TextRegex, Words,
+    TextRegex, Words,
 };
 use super::model::{CallSpecRaw, CommandSpecRaw, MatcherSpec, OneOrMany, StopBy};
 use crate::domain::script::Language;
@@ -385,144 +385,11 @@ fn text_matcher(re: Regex) -> Matcher {
             })
         }
         _ => Matcher::Regex(TextRegex {
-            literals: required_literals(re.as_str()),
+            literals: super::matcher::required_literals(re.as_str()),
             regex: re,
             slot: 0,
         }),
     }
-}
-
-/// Literals one of which every match of `pattern` contains (its prefixes, when they form a small
-/// finite set of non-empty strings); `None` when there is no such set.
-///
-/// A case-insensitive pattern (`(?i)drop`) would list every spelling (`DROP`, `DROp`, …) and soon
-/// exceed the limit: its letters are folded to lower case first, and the literals it yields are
-/// then searched without regard to ASCII case ([`RequiredLiterals::caseless`]).
-fn required_literals(pattern: &str) -> Option<RequiredLiterals> {
-    use regex_syntax::hir::literal::Extractor;
-    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
-    let caseless = has_case_flag(pattern);
-    let hir = if caseless { fold_case(&hir) } else { hir };
-    let mut extractor = Extractor::new();
-    extractor.limit_total(64);
-    let seq = extractor.extract(&hir);
-    let prefixes: Option<Vec<Vec<u8>>> = seq
-        .literals()
-        .filter(|ls| !ls.is_empty() && ls.iter().all(|l| !l.as_bytes().is_empty()))
-        .map(|ls| ls.iter().map(|l| l.as_bytes().to_vec()).collect());
-    // Prefixes, unless a literal inside the pattern is more telling (`^\s*-?\s*privileged:` has
-    // no prefix but needs `privileged`).
-    let literals = match (prefixes, required_factors(&hir)) {
-        (Some(p), Some(f)) if shortest(&f) > shortest(&p) => f,
-        (Some(p), _) => p,
-        (None, f) => f?,
-    };
-    let mut texts: Vec<String> = literals
-        .into_iter()
-        .map(|l| String::from_utf8(l).ok())
-        .collect::<Option<_>>()?;
-    if caseless {
-        texts.sort();
-        texts.dedup();
-    }
-    Some(RequiredLiterals { texts, caseless })
-}
-
-/// Texts one of which every match of `hir` contains somewhere (not only at its start): a
-/// literal's, each alternative's, and of a sequence the most telling of its parts'. At most 64.
-fn required_factors(hir: &regex_syntax::hir::Hir) -> Option<Vec<Vec<u8>>> {
-    use regex_syntax::hir::{HirKind, Literal};
-    const MAX: usize = 64;
-    match hir.kind() {
-        HirKind::Literal(Literal(bytes)) => Some(vec![bytes.to_vec()]),
-        HirKind::Capture(c) => required_factors(&c.sub),
-        HirKind::Repetition(r) if r.min >= 1 => required_factors(&r.sub),
-        HirKind::Alternation(subs) => {
-            let mut out = Vec::new();
-            for sub in subs {
-                out.extend(required_factors(sub)?);
-                if out.len() > MAX {
-                    return None;
-                }
-            }
-            out.sort();
-            out.dedup();
-            Some(out)
-        }
-        HirKind::Concat(subs) => subs
-            .iter()
-            .filter_map(required_factors)
-            .max_by_key(|f| shortest(f)),
-        _ => None,
-    }
-}
-
-/// The length of the shortest text of a set (what a search for any of them can rule out).
-fn shortest(texts: &[Vec<u8>]) -> usize {
-    texts.iter().map(Vec::len).min().unwrap_or(0)
-}
-
-/// Whether a pattern turns case-insensitive matching on anywhere (`(?i)`, `(?si:…)`).
-fn has_case_flag(pattern: &str) -> bool {
-    pattern.match_indices("(?").any(|(at, _)| {
-        pattern[at + 2..]
-            .chars()
-            .take_while(|c| c.is_ascii_alphabetic() || *c == '-')
-            .take_while(|c| *c != '-')
-            .any(|c| c == 'i')
-    })
-}
-
-/// `hir` with every class that stands for one ASCII letter in either case (`[Dd]`, what `(?i)d`
-/// compiles to) replaced by the lower-case letter, and literals in lower case: its literals,
-/// compared without regard to ASCII case, are needed by every match of `hir`.
-fn fold_case(hir: &regex_syntax::hir::Hir) -> regex_syntax::hir::Hir {
-    use regex_syntax::hir::{Class, Hir, HirKind, Literal};
-    match hir.kind() {
-        HirKind::Literal(Literal(bytes)) => Hir::literal(bytes.to_ascii_lowercase()),
-        HirKind::Class(class) => {
-            let letter = match class {
-                Class::Unicode(c) => {
-                    case_pair(c.iter().map(|r| (u32::from(r.start()), u32::from(r.end()))))
-                }
-                Class::Bytes(c) => {
-                    case_pair(c.iter().map(|r| (u32::from(r.start()), u32::from(r.end()))))
-                }
-            };
-            match letter {
-                Some(b) => Hir::literal([b]),
-                None => hir.clone(),
-            }
-        }
-        HirKind::Repetition(r) => {
-            let mut r = r.clone();
-            r.sub = Box::new(fold_case(&r.sub));
-            Hir::repetition(r)
-        }
-        HirKind::Capture(c) => {
-            let mut c = c.clone();
-            c.sub = Box::new(fold_case(&c.sub));
-            Hir::capture(c)
-        }
-        HirKind::Concat(subs) => Hir::concat(subs.iter().map(fold_case).collect()),
-        HirKind::Alternation(subs) => Hir::alternation(subs.iter().map(fold_case).collect()),
-        HirKind::Empty | HirKind::Look(_) => hir.clone(),
-    }
-}
-
-/// The lower-case letter a class of ranges stands for when it is exactly `[Xx]`, or that with the
-/// one non-ASCII letter that folds to it (`ſ` for `s`, the Kelvin sign for `k`): the literal scan
-/// searches the NFKC form of non-ASCII text, which turns those two into `s` and `K`.
-fn case_pair(ranges: impl Iterator<Item = (u32, u32)>) -> Option<u8> {
-    let ranges: Vec<(u32, u32)> = ranges
-        .filter(|&r| r != (0x17F, 0x17F) && r != (0x212A, 0x212A))
-        .collect();
-    let [upper, lower] = ranges.as_slice() else {
-        return None;
-    };
-    let single = |&(a, b): &(u32, u32)| (a == b).then_some(a).and_then(|c| u8::try_from(c).ok());
-    let (u, l) = (single(upper)?, single(lower)?);
-    (u.is_ascii_uppercase() && l == u.to_ascii_lowercase()).then_some(l)
 }
 
 fn name_set(names: &OneOrMany, path: &str) -> Result<NameSet, MatcherError> {
@@ -537,48 +404,4 @@ fn regex(pattern: &str, path: &str) -> Result<Regex, MatcherError> {
         path: path.to_string(),
         source,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::required_literals;
-
-    fn texts(pattern: &str) -> Option<(Vec<String>, bool)> {
-        required_literals(pattern).map(|l| (l.texts, l.caseless))
-    }
-
-    #[test]
-    fn case_insensitive_patterns_yield_lower_case_literals() {
-        let (words, caseless) = texts(r"(?i)stratum\+(tcp|ssl)://").expect("literals");
-        assert!(caseless);
-        assert_eq!(words, ["stratum+ssl://", "stratum+tcp://"]);
-        // a flag group turns it on for part of the pattern only: still folded (a superset)
-        let (words, caseless) = texts(r"(?i:drop)\s+index").expect("literals");
-        assert!(caseless);
-        assert_eq!(words, ["index"]);
-    }
-
-    #[test]
-    fn literals_inside_a_pattern_count_when_its_start_has_none() {
-        let (words, caseless) =
-            texts(r"(?i)(^|\n)\s*-?\s*(privileged|hostPID):\s*true").expect("literals");
-        assert!(caseless);
-        assert_eq!(words, ["hostpid", "privileged"]);
-        // the longer of a prefix and an inner literal
-        let (words, _) = texts(r"^\d*<[^<]+\.sock").expect("literals");
-        assert_eq!(words, [".sock"]);
-        // an optional part is not required
-        assert_eq!(texts(r"^\s*(sudo)?\s*$"), None);
-    }
-
-    #[test]
-    fn case_sensitive_patterns_keep_their_case() {
-        let (words, caseless) = texts(r"AKIA[0-9A-Z]{16}").expect("literals");
-        assert!(!caseless);
-        assert_eq!(words, ["AKIA"]);
-        assert!(!super::has_case_flag(r"(?s)a.b(?-i)c"));
-        // classes that are not one letter in two cases are kept as classes
-        let (words, _) = texts(r"(?i)[a-c]x").expect("literals");
-        assert!(words.len() >= 3, "{words:?}");
-    }
 }

@@ -30,7 +30,7 @@ use regex::Regex;
 pub use super::compile::{MatcherCompiler, MatcherError};
 pub use context::{Cx, Sem};
 pub use eval::normalized;
-pub use literals::{Leaf, LiteralIndex};
+pub use literals::{Leaf, LiteralIndex, required_literals};
 pub use names::{NameSet, NameSetError};
 
 #[derive(Debug)]
