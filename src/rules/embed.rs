@@ -12,6 +12,7 @@
 mod awk;
 mod from_bash;
 mod from_python;
+mod perl;
 mod runner;
 mod words;
 mod written;

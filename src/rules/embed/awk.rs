@@ -1,9 +1,11 @@
 //! The shell commands an awk program runs: `system(cmd)`, `print … | cmd`, `print … |& cmd` and
 //! `cmd | getline`, where `cmd` is a string the program builds from literals, `-v` assignments and
-//! variables it assigns a literal. A command only known at run time is reported as dynamic code.
+//! variables it assigns a literal. A command whose name or code is only known at run time is
+//! reported as dynamic code; run-time arguments stand as one word.
 
 use tree_sitter::Node;
 
+use super::runner::{RUNTIME_WORD, runtime_parts_are_arguments};
 use super::{Embedded, verbatim};
 use crate::domain::script::Language;
 use crate::rules::bash::{BashSem, Invocation};
@@ -22,9 +24,19 @@ pub(super) fn commands<'t>(sem: &BashSem<'_>, inv: &Invocation<'t>) -> Vec<Embed
     let mut vars = vars;
     let assigned = literal_assignments(&source, &vars);
     vars.extend(assigned);
+    // A command whose run-time parts (fields, variables set from the shell) are only its
+    // arguments is checked with those parts standing as one word, as a remote command is
+    // (`system("mkdir -p " dir "/" $4)`); one whose name or code is a run-time part is dynamic,
+    // and so is a destructive command given run-time targets (`system("rm -rf " $6)` over `df`).
     sinks(&source)
         .into_iter()
-        .map(|expr| embedded(sem, program, evaluate(expr, &vars, None)))
+        .map(|expr| {
+            let code = evaluate(expr, &vars, None).or_else(|| {
+                evaluate(expr, &vars, Some(RUNTIME_WORD))
+                    .filter(|c| runtime_parts_are_arguments(c) && !destroys_runtime_targets(c))
+            });
+            embedded(sem, program, code)
+        })
         .collect()
 }
 
@@ -75,6 +87,27 @@ fn program<'t>(
 fn assignment(s: &str) -> Option<(String, String)> {
     let (name, value) = s.split_once('=')?;
     Some((name.to_string(), value.to_string()))
+}
+
+/// Commands whose run-time operands are what they delete, overwrite or take over.
+const DESTRUCTIVE: &[&str] = &[
+    "rm", "rmdir", "unlink", "shred", "dd", "truncate", "wipefs", "chmod", "chown", "chgrp", "mv",
+    "kill", "pkill", "killall", "userdel", "deluser",
+];
+
+/// Whether a command line with run-time parts gives one of them to a destructive command (or to
+/// `find … -delete`).
+fn destroys_runtime_targets(code: &str) -> bool {
+    code.split([';', '|', '&', '\n'])
+        .filter(|segment| segment.contains(RUNTIME_WORD))
+        .any(|segment| {
+            let mut words = segment.split_whitespace();
+            let first = words
+                .find(|w| !matches!(*w, "sudo" | "exec" | "command" | "nohup"))
+                .unwrap_or("");
+            let name = first.rsplit('/').next().unwrap_or(first);
+            DESTRUCTIVE.contains(&name) || name.starts_with("mkfs") || segment.contains("-delete")
+        })
 }
 
 /// `name = "literal"` anywhere in the program, or a concatenation of literals and variables

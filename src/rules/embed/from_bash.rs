@@ -5,7 +5,9 @@
 use tree_sitter::Node;
 
 use super::runner::{RUNTIME_WORD, command_words, runtime_parts_are_arguments};
-use super::{Embedded, Interpreter, ShellRunner, awk, is_code_flag, verbatim, words, written};
+use super::{
+    Embedded, Interpreter, ShellRunner, awk, is_code_flag, perl, verbatim, words, written,
+};
 use crate::domain::script::Language;
 use crate::rules::bash::{BashSem, Invocation};
 use crate::rules::codec::decode_c_escapes;
@@ -98,6 +100,15 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
             {
                 e.code = None;
                 e.verbatim_at = None;
+            }
+            // `perl -pi -e "s/$old/$new/g"`: run-time parts only in substitutions are data
+            if e.code.is_none()
+                && inv.name.starts_with("perl")
+                && let Some(code) = sem
+                    .fold_with(e.anchor, RUNTIME_WORD)
+                    .filter(|c| perl::substitutions_only(c))
+            {
+                e.code = Some(code);
             }
             found.push(e);
         } else if sem.reads_program_from_stdin(inv) && !takes_operands(&invocations, inv) {
@@ -390,7 +401,14 @@ fn stdin_program<'t>(
             return piped_program(sem, parent, node, name, language)
                 .unwrap_or_else(|| dynamic(command));
         }
-        if parent.kind_id() != k.redirected_statement {
+        // `a || python3 - <<EOF`: the heredoc redirects the list, and belongs to its last command
+        let ends_list = parent.kind_id() == k.list
+            && parent
+                .named_child(
+                    u32::try_from(parent.named_child_count().saturating_sub(1)).unwrap_or(0),
+                )
+                .is_some_and(|last| last.id() == node.id());
+        if parent.kind_id() != k.redirected_statement && !ends_list {
             break;
         }
         node = parent;

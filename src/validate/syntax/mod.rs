@@ -255,6 +255,17 @@ mod tests {
         ("case x in a) ;; esac\n", None),
         ("exec 3<>file\necho \"$(date)\"\n", None),
         ("exec 3<>file\necho hi\n", None),
+        // a coprocess, named before a compound command; a here-string on descriptor 3
+        (
+            "coproc CALC { bc -l; }\ncoproc { a; }\ncoproc C2 ( b )\ncoproc bc -l\n",
+            None,
+        ),
+        (
+            "coproc W while true; do :; done\necho \"${CALC[1]}\"\n",
+            None,
+        ),
+        ("gpg --passphrase-fd 3 -c f 3<<<\"$P\"\ncat 10<<<x\n", None),
+        ("coproc C { }\n", Some("unexpected-token")),
         ("x=$( )\ny=``\necho \"a$()b\"\n", None),
         ("AZ# x\nexport K#=1\na=1 b#c\n", None),
         ("echo $((16#ff)) ${x#p} ${#x} $#\n", None),

@@ -14,7 +14,8 @@ use super::words;
 /// - a brace list opening a command line becomes words (`{rm,-rf,/}` runs `rm -rf /`);
 /// - where bash -n is satisfied but the grammar is not: an empty `$( )` or ``` `` ``` becomes a
 ///   quoted blank, a `#` inside a name-like word and a `$` that starts no expansion become `_`,
-///   `<>` becomes `>>`, `!` before a compound command a blank, and the insides bash leaves
+///   `<>` becomes `>>`, `!` before a compound command a blank, `coproc` (and its NAME) and a
+///   here-string's descriptor number blanks, and the insides bash leaves
 ///   unparsed (`[ … ]` as a command, arithmetic, malformed `${…}`) are rewritten
 ///   (`words`).
 pub fn normalize(text: &str) -> Cow<'_, str> {
@@ -53,6 +54,8 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
     edits.extend(words::test_brackets(src));
     edits.extend(words::read_write_redirects(src));
     edits.extend(words::negated_compounds(src));
+    edits.extend(words::numbered_herestrings(src));
+    edits.extend(words::coprocesses(src));
     edits.extend(words::arithmetic(src));
     let expansions = edits.len();
     edits.extend(words::malformed_expansions(src));

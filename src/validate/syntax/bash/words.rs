@@ -45,6 +45,60 @@ pub fn read_write_redirects(src: &[u8]) -> impl Iterator<Item = Range<usize>> + 
         .map(|at| at..at + 2)
 }
 
+/// `3<<<word`: a here-string on a numbered descriptor (the grammar takes here-strings on standard
+/// input only). The descriptor's digits become blanks.
+pub fn numbered_herestrings(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    memchr::memmem::find_iter(src, b"<<<").filter_map(move |at| {
+        let digits = src[..at]
+            .iter()
+            .rev()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let start = at - digits;
+        let starts_word = start == 0
+            || matches!(
+                src[start - 1],
+                b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'('
+            );
+        (digits > 0 && starts_word).then_some(start..at)
+    })
+}
+
+/// `coproc [NAME] command`: bash runs the command as a coprocess; the grammar has no coprocess and
+/// rejects a compound command after it. `coproc` becomes blanks, and so does the NAME bash allows
+/// before a compound command (`coproc CALC { bc -l; }`): the grammar and the rules see the command.
+pub fn coprocesses(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    const COMPOUND: [&[u8]; 9] = [
+        b"{", b"(", b"while ", b"until ", b"for ", b"if ", b"case ", b"select ", b"[[ ",
+    ];
+    memchr::memmem::find_iter(src, b"coproc").filter_map(move |at| {
+        let end = at + b"coproc".len();
+        if !matches!(src.get(end), Some(b' ' | b'\t')) || !command_position(src, at) {
+            return None;
+        }
+        let rest = &src[end..];
+        let name_at = end
+            + rest
+                .iter()
+                .take_while(|b| matches!(b, b' ' | b'\t'))
+                .count();
+        let name_len = src[name_at..]
+            .iter()
+            .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+            .count();
+        let after_name = src[name_at + name_len..].trim_ascii_start();
+        let named = name_len > 0
+            && !src[name_at].is_ascii_digit()
+            && after_name.len() < src.len() - name_at - name_len
+            && COMPOUND.iter().any(|k| after_name.starts_with(k));
+        Some(if named {
+            at..name_at + name_len
+        } else {
+            at..end
+        })
+    })
+}
+
 /// `! if …`, `! { …; }`: negating a compound command is valid bash; the grammar takes only simple
 /// commands after `!`. The `!` becomes a blank (no rule depends on the negation).
 pub fn negated_compounds(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
