@@ -234,6 +234,8 @@ mod tests {
     ];
 
     const SPLIT_BASH: &[&str] = &[
+        "p=(\"ghp_ZYMmLOPIwFQuY\" \"hrsiF8nfMaunlNy5yX0Y3rN\")\nIFS=\nt=\"${p[*]}\"\nunset IFS\n",
+        "p=(ghp_ZYMmLOPIwFQuY hrsiF8nfMaunlNy5yX0Y3rN)\nt=\"${p[0]}${p[1]}\"\n",
         "a=\"ghp_\"; b=\"ZYMmLOPIwFQuYhrsiF8nfMaunlNy5yX0Y3rN\"; tok=\"$a$b\"\n",
         "a=ghp_\nb=JdqL2kVF8thrxFeUZCRjAbNX7iFdh5MmdDWI\nexport GITHUB_TOKEN=${a}${b}\n",
         "p=ghp_\ncurl -H \"Authorization: token ${p}N86tKvycm7L8gqLCHBKer0aF7boFJTnAYVIh\" https://api.github.com/user\n",
@@ -242,6 +244,18 @@ mod tests {
         // an array joined with an empty IFS
         "parts=(ghp_ ZYMmLOPIwFQu YhrsiF8nfMaunlNy5yX0Y3rN)\ntok=\"$(IFS=; echo \"${parts[*]}\")\"\n",
     ];
+
+    #[test]
+    fn a_name_holding_a_constant_is_scanned_in_a_credential_slot() {
+        let decoded = "import base64\nk = base64.b64decode(\"MjY5NDYzZDMyOTFjZWIxNDM4ZTcxMTZkYjdhYzUyNzU=\").decode()\nh = {\"DD-API-KEY\": k}\n";
+        let keyword = "k = \"Xq7Lm2Vz9RtK4wPq\"\nclient = Client(api_key=k)\n";
+        for case in [decoded, keyword] {
+            let found = secret_rules(Language::Python, case);
+            assert!(!found.is_empty(), "missed {case:?}");
+        }
+        let env = "k = os.environ[\"DD_API_KEY\"]\nh = {\"DD-API-KEY\": k}\nlabel = \"Xq7Lm2Vz9RtK4wPq\"\nf(key_name=label)\n";
+        assert_eq!(secret_rules(Language::Python, env), Vec::<String>::new());
+    }
 
     #[test]
     fn secrets_split_across_literals_are_put_together() {

@@ -36,6 +36,11 @@ impl BashSem<'_> {
                 .trim_start_matches('$')
                 .trim_start_matches('{')
                 .trim_end_matches('}');
+            // `${parts[*]}`, `${cfg[key]}`: an array's words
+            if let Some((array, _)) = name.split_once('[') {
+                return matches!(self.facts.arrays.get(array), Some(Some(_)))
+                    || matches!(self.facts.assoc.get(array), Some(Some(_)));
+            }
             return matches!(self.facts.consts.get(name), Some(Some(_)));
         }
         if k == self.k.string || k == self.k.concatenation || k == self.k.translated_string {
@@ -108,6 +113,16 @@ impl BashSem<'_> {
         }
         // `${parts[1]}`: one word of an array of constants
         if let Some((name, index)) = inner.strip_suffix(']').and_then(|i| i.split_once('[')) {
+            // `"${parts[*]}"`: one word, the words joined by the first character of IFS (`IFS=`
+            // glues them)
+            if index == "*" && !self.facts.assoc.contains_key(name) {
+                let words = self.facts.arrays.get(name)?.as_ref()?;
+                let separator = match self.facts.consts.get("IFS") {
+                    Some(Some(ifs)) => ifs.chars().next().map(String::from),
+                    _ => Some(" ".to_string()),
+                };
+                return Some(words.join(separator.as_deref().unwrap_or("")));
+            }
             if let Ok(index) = index.parse::<usize>()
                 && !self.facts.assoc.contains_key(name)
             {

@@ -11,7 +11,15 @@ use crate::rules::matcher::Sem;
 use crate::rules::python::str_format;
 
 /// Python node kinds that may assemble a string.
-pub const PY_FOLD_KINDS: &[&str] = &["binary_operator", "concatenated_string", "string", "call"];
+pub const PY_FOLD_KINDS: &[&str] = &[
+    "binary_operator",
+    "concatenated_string",
+    "string",
+    "call",
+    "pair",
+    "keyword_argument",
+    "assignment",
+];
 /// Bash node kinds that may assemble a string.
 pub const SH_FOLD_KINDS: &[&str] = &["string", "concatenation", "command_substitution"];
 
@@ -31,6 +39,10 @@ pub fn fold_all<'t>(nodes: &[Node<'t>], src: &str, sem: &Sem<'_>) -> Vec<Folded<
     let mut out = Vec::new();
     let mut covered_until = 0;
     for &node in nodes {
+        if let Some(slot) = credential_slot(node, src, sem) {
+            out.push(slot);
+            continue;
+        }
         if node.start_byte() < covered_until || !assembles(node, src) || !sem.may_fold(node) {
             continue;
         }
@@ -69,6 +81,54 @@ pub fn fold_all<'t>(nodes: &[Node<'t>], src: &str, sem: &Sem<'_>) -> Vec<Folded<
         });
     }
     out
+}
+
+/// `{"DD-API-KEY": k}`, `f(api_key=k)`, `TOKEN = k`: a credential-named slot given a name whose
+/// value is a constant (`k = base64.b64decode("…").decode()` earlier). The value is scanned under
+/// the slot's name, so rules keyed on the name see it; a slot holding an expression is folded as
+/// that expression, and any other name's value is scanned where it is written.
+fn credential_slot<'t>(node: Node<'t>, src: &str, sem: &Sem<'_>) -> Option<Folded<'t>> {
+    let (name, value) = match node.kind() {
+        "pair" => (
+            node.child_by_field_name("key")?,
+            node.child_by_field_name("value")?,
+        ),
+        "keyword_argument" => (
+            node.child_by_field_name("name")?,
+            node.child_by_field_name("value")?,
+        ),
+        "assignment" => (
+            node.child_by_field_name("left")?,
+            node.child_by_field_name("right")?,
+        ),
+        _ => return None,
+    };
+    if value.kind() != "identifier" {
+        return None;
+    }
+    let name = src[name.byte_range()].trim_matches(['"', '\'']);
+    let lower = name.to_ascii_lowercase();
+    let credential = [
+        "pass",
+        "pwd",
+        "secret",
+        "token",
+        "key",
+        "auth",
+        "credential",
+    ]
+    .iter()
+    .any(|w| lower.contains(w));
+    if !credential || name.len() > 64 || name.contains('\n') {
+        return None;
+    }
+    let value_text = sem.fold(value).filter(|v| v.len() >= 8)?;
+    let prefix = format!("{name} = \"");
+    Some(Folded {
+        node: value,
+        value_at: prefix.len(),
+        text: format!("{prefix}{value_text}\""),
+    })
 }
 
 /// Whether `node` builds a string out of parts (a lone literal is scanned as plain text already).
