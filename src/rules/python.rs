@@ -171,6 +171,18 @@ pub(super) fn is_name_expr(k: &PyKinds, node: Node<'_>) -> bool {
         || kind == k.conditional_expression
 }
 
+/// The name a positional parameter binds: `p`, `p: Path`, `p=1`, `p: int = 1` (not `*args`,
+/// `**kw`, `self` excepted by the caller).
+pub(super) fn parameter_name<'t>(k: &PyKinds, param: Node<'t>) -> Option<Node<'t>> {
+    let name = match param.kind() {
+        "identifier" => Some(param),
+        "typed_parameter" => param.named_child(0),
+        "default_parameter" | "typed_default_parameter" => param.child_by_field_name("name"),
+        _ => None,
+    };
+    name.filter(|n| n.kind_id() == k.identifier)
+}
+
 pub(super) fn ident(node: Node<'_>, src: &str) -> String {
     normalized(text(node, src)).into_owned()
 }

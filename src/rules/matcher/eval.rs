@@ -41,10 +41,12 @@ impl Matcher {
                 Some(v) => re.is_match(&v),
                 // not a constant: one of the values it is known to take (a loop over constants,
                 // an element of a constant container)
-                None => cx
-                    .sem
-                    .possible_values(node)
-                    .is_some_and(|vs| vs.iter().any(|v| re.is_match(v))),
+                None => match cx.sem.possible_values(node) {
+                    Some(vs) => vs.iter().any(|v| re.is_match(v)),
+                    // a parameter: any value one of its call sites is known to pass
+                    None => matches!(&cx.sem, Sem::Python(py)
+                        if py.parameter_values(node).iter().any(|v| re.is_match(v))),
+                },
             },
             Matcher::Prefix(re) => cx.sem.prefixes(node).iter().any(|p| re.is_match(p)),
             Matcher::Quoted(want) => {

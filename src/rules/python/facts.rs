@@ -8,7 +8,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
-use super::{MAX_NAMES, PyKinds, PySem, dotted, ident, is_name_expr};
+use super::{MAX_NAMES, PyKinds, PySem, dotted, ident, is_name_expr, parameter_name};
 use crate::rules::grammar::{children, children_in_field};
 
 /// What a name is bound to.
@@ -144,8 +144,8 @@ impl<'t> PyFacts<'t> {
         self.dict_updates.entry(name).or_default().extend(entries);
     }
 
-    /// `def f(a, b)`, `lambda p: …`: plain positional parameters (not `*args`, defaults or
-    /// annotations), by position.
+    /// `def f(a, b: Path, c=1)`, `lambda p: …`: positional parameters (not `*args` or `**kw`),
+    /// by position.
     fn observe_parameters(&mut self, k: &PyKinds, function: Node<'t>, src: &str) {
         if let Some(name) = function_name(function, src) {
             self.functions.insert(name.to_string());
@@ -155,9 +155,9 @@ impl<'t> PyFacts<'t> {
         };
         let mut cursor = parameters.walk();
         for (i, p) in parameters.named_children(&mut cursor).enumerate() {
-            if p.kind_id() != k.identifier {
+            let Some(p) = parameter_name(k, p) else {
                 continue;
-            }
+            };
             let name = ident(p, src);
             let entry = (!self.params.contains_key(&name))
                 .then_some((function, u8::try_from(i).unwrap_or(u8::MAX)));
@@ -174,25 +174,47 @@ impl<'t> PyFacts<'t> {
         name: &str,
         src: &str,
     ) -> Option<Binding<'t>> {
-        let (function, at) = (*self.params.get(name)?)?;
+        let mut found = self.parameter_bindings(k, name, src, 2);
+        match found.len() {
+            0 => None,
+            1 => found.pop(),
+            _ => Some(Binding::Many),
+        }
+    }
+
+    /// What a parameter takes at each of its function's call sites (at most `limit`): the
+    /// argument at its position, or the items `map`/`filter` apply the function to.
+    pub(super) fn parameter_bindings(
+        &self,
+        k: &PyKinds,
+        name: &str,
+        src: &str,
+        limit: usize,
+    ) -> Vec<Binding<'t>> {
+        let Some(Some((function, at))) = self.params.get(name).copied() else {
+            return Vec::new();
+        };
         let k_name = function_name(function, src);
         // A method's callers pass what follows `self`: `obj.push(p)` and, for `__init__`, the
         // class's own calls (`Job("~")`).
         let class = enclosing_class(k, function);
         if class.is_some() && at == 0 {
-            return None; // `self`
+            return Vec::new(); // `self`
         }
         let (at, callee_is) = match (class, k_name) {
             (Some(class), Some("__init__")) => {
                 let class_name = class
                     .child_by_field_id(k.f_name)
                     .map(|n| &src[n.byte_range()]);
-                (at - 1, CalleeIs::Class(class_name?))
+                let Some(class_name) = class_name else {
+                    return Vec::new();
+                };
+                (at - 1, CalleeIs::Class(class_name))
             }
             (Some(_), Some(method)) => (at - 1, CalleeIs::Method(method)),
             _ => (at, CalleeIs::Function(k_name)),
         };
-        let mut found = None;
+        let mut found = Vec::new();
         for call in &self.calls {
             let Some(callee) = super::function_of(*call).map(|f| &src[f.byte_range()]) else {
                 continue;
@@ -227,10 +249,10 @@ impl<'t> PyFacts<'t> {
             } else {
                 continue;
             };
-            if found.is_some() {
-                return Some(Binding::Many);
+            found.push(binding);
+            if found.len() >= limit {
+                break;
             }
-            found = Some(binding);
         }
         found
     }

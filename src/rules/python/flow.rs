@@ -75,7 +75,11 @@ impl<'a> PySem<'a> {
     /// constant, or the constant text before the first part only known at run time. Paths fold
     /// as the interpreter would join them (`~` for the home directory).
     pub fn prefixes(&self, node: Node<'a>) -> Vec<String> {
-        let mut out = self.prefixes_at(node, 0);
+        let mut out: Vec<String> = self
+            .prefixes_at(node, 0)
+            .into_iter()
+            .map(super::ops::resolve_dots)
+            .collect();
         out.retain(|p| !p.is_empty());
         out.sort();
         out.dedup();
@@ -100,12 +104,24 @@ impl<'a> PySem<'a> {
                 .map(|n| self.prefixes_at(n, d))
                 .unwrap_or_default()
         } else if kind == k.identifier {
-            match self.binding(&ident(node, self.src)) {
+            let name = ident(node, self.src);
+            match self.binding(&name) {
                 Some(Binding::Value(v)) => self.prefixes_at(v, d),
                 Some(Binding::Item(iterable, at)) => self.item_prefixes(iterable, at, d),
                 Some(Binding::Refined(value, iterable, at)) => {
                     self.refined_prefixes(node, value, iterable, at, d)
                 }
+                // a parameter of a function called several times: what each call passes
+                Some(Binding::Many) if !self.facts.bindings.contains_key(&name) => self
+                    .facts
+                    .parameter_bindings(k, &name, self.src, MAX_PREFIXES)
+                    .into_iter()
+                    .flat_map(|b| match b {
+                        Binding::Value(v) => self.prefixes_at(v, d),
+                        Binding::Item(iterable, at) => self.item_prefixes(iterable, at, d),
+                        _ => Vec::new(),
+                    })
+                    .collect(),
                 _ => Vec::new(),
             }
         } else if kind == k.attribute {

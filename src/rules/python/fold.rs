@@ -5,7 +5,9 @@ use tree_sitter::Node;
 
 use super::super::codec::{apply_codec, decode_base32, decode_base64, decode_escapes, decode_hex};
 use super::function_of;
-use super::ops::{join_paths, parse_int, percent_format, py_slice, str_format};
+use super::ops::{
+    join_paths, parent_path, parse_int, percent_format, py_slice, resolve_dots, str_format,
+};
 use super::*;
 
 /// Functions (last name segment) whose result can be a constant when their arguments are.
@@ -14,6 +16,7 @@ const FOLDING_FUNCTIONS: &[&str] = &[
     "abspath",
     "realpath",
     "normpath",
+    "dirname",
     "Path",
     "PosixPath",
     "home",
@@ -86,7 +89,15 @@ impl<'a> PySem<'a> {
                 return self.fold_at(item, d);
             }
             if self.bound.is_none() && !self.quoting {
-                return None;
+                // a parameter of a function the script calls once: that call's argument
+                // (`def install(rc: Path): rc.open("a")` … `install(home / ".bashrc")`)
+                return match self.facts.bindings.get(&name) {
+                    None => match self.facts.parameter_binding(k, &name, self.src)? {
+                        Binding::Value(value) => self.fold_at(value, d),
+                        _ => None,
+                    },
+                    Some(_) => None,
+                };
             }
             // enumerating a loop (`p = Path(d)` folds through its value for each `d`), or a
             // command string built earlier from quoted parts (`cmd = "grep {}".format(quote(x))`)
@@ -94,6 +105,15 @@ impl<'a> PySem<'a> {
                 Binding::Value(value) => self.fold_at(value, d),
                 _ => None,
             }
+        } else if kind == k.attribute
+            && node
+                .child_by_field_id(k.f_attribute)
+                .is_some_and(|a| text(a, self.src) == "parent")
+        {
+            // pathlib's `.parent` of a known path: `(Path.home() / ".cache").parent` is `~`
+            Some(parent_path(
+                &self.fold_at(node.child_by_field_id(k.f_object)?, d)?,
+            ))
         } else if kind == k.attribute
             && node
                 .child_by_field_id(k.f_attribute)
@@ -172,10 +192,10 @@ impl<'a> PySem<'a> {
         match op {
             "+" => Some(self.fold_at(left, d)? + &self.fold_at(right, d)?),
             // `str / str` is a TypeError in Python, so a constant `/` can only be pathlib's join.
-            "/" => Some(join_paths(&[
+            "/" => Some(resolve_dots(join_paths(&[
                 self.fold_at(left, d)?,
                 self.fold_at(right, d)?,
-            ])),
+            ]))),
             "*" => {
                 let (s, n) = match (self.fold_at(left, d), self.fold_int(right)) {
                     (Some(s), Some(n)) => (s, n),
@@ -295,7 +315,10 @@ impl<'a> PySem<'a> {
                 | "os.path.normpath"
                 | "pathlib.Path"
                 | "pathlib.PosixPath"
-                | "pathlib.Path.expanduser" => self.fold_at(arg0?, d),
+                | "pathlib.Path.expanduser" => self.fold_at(arg0?, d).map(resolve_dots),
+                "os.path.dirname" | "posixpath.dirname" => {
+                    Some(parent_path(&self.fold_at(arg0?, d)?))
+                }
                 "pathlib.Path.home" | "pathlib.PosixPath.home" => Some("~".into()),
                 "os.path.join" | "posixpath.join" => {
                     let parts: Option<Vec<String>> =

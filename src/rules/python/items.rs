@@ -159,6 +159,29 @@ impl<'a> PySem<'a> {
         self.container_values(container)
     }
 
+    /// Values a parameter is known to take at some of its function's call sites (`compact(p)` for
+    /// each globbed `p`, then `compact(extra)` for each of a constant tuple): the ones known, for
+    /// rules asking whether a value *may* match; not a proof that the parameter is constant.
+    pub fn parameter_values(&self, node: Node<'a>) -> Vec<String> {
+        const MAX_CALLS: usize = 8;
+        if node.kind_id() != self.k.identifier {
+            return Vec::new();
+        }
+        let name = ident(node, self.src);
+        if self.facts.bindings.contains_key(&name) {
+            return Vec::new();
+        }
+        self.facts
+            .parameter_bindings(self.k, &name, self.src, MAX_CALLS)
+            .into_iter()
+            .filter_map(|b| match b {
+                Binding::Value(value) => self.possible_values(value),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
     /// The constant items of a list or tuple literal; `None` for an item that is not constant.
     pub fn list_items(&self, node: Node<'a>) -> Option<Vec<(Node<'a>, Option<String>)>> {
         // `cmd = ["rm", "-rf", d]; subprocess.run(cmd)`: a name bound once to the list
@@ -301,7 +324,7 @@ impl<'a> PySem<'a> {
             .and_then(|p| {
                 let mut cursor = p.walk();
                 p.named_children(&mut cursor).position(|param| {
-                    param.kind_id() == self.k.identifier && ident(param, self.src) == wanted
+                    parameter_name(self.k, param).is_some_and(|n| ident(n, self.src) == wanted)
                 })
             })
         else {

@@ -41,6 +41,53 @@ pub(super) fn join_paths(parts: &[String]) -> String {
     out
 }
 
+/// A path with `.` and `..` parts resolved and repeated or trailing slashes dropped, as the file
+/// it names: `~/.cache/../` is `~`. A `..` above `/` stays at `/`; one above `~` or above a
+/// relative path is kept (`~/..`).
+pub(super) fn normalize_path(path: &str) -> String {
+    let absolute = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => match parts.last() {
+                Some(&last) if last != ".." && last != "~" => {
+                    parts.pop();
+                }
+                None if absolute => {}
+                _ => parts.push(".."),
+            },
+            part => parts.push(part),
+        }
+    }
+    let joined = parts.join("/");
+    match (absolute, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".into(),
+        (false, false) => joined,
+    }
+}
+
+/// A path with a `..` part resolved (`~/.cache/../` names `~`); any other value as it is.
+pub(super) fn resolve_dots(path: String) -> String {
+    if path.split('/').any(|p| p == "..") {
+        normalize_path(&path)
+    } else {
+        path
+    }
+}
+
+/// The directory a path is in (`os.path.dirname`, `Path.parent`): `~/.cache` is in `~`.
+pub(super) fn parent_path(path: &str) -> String {
+    let path = normalize_path(path);
+    match path.rsplit_once('/') {
+        Some(("", _)) => "/".into(),
+        Some((dir, _)) => dir.into(),
+        None if path == "~" => "~/..".into(),
+        None => ".".into(),
+    }
+}
+
 pub(super) fn parse_int(t: &str) -> Option<i64> {
     let t = t.replace('_', "").to_ascii_lowercase();
     let t = t.trim_end_matches('l');
@@ -121,6 +168,20 @@ pub(crate) fn str_format(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_normalize_and_climb() {
+        assert_eq!(normalize_path("~/.cache/../"), "~");
+        assert_eq!(normalize_path("/etc/./ssh//"), "/etc/ssh");
+        assert_eq!(normalize_path("/../etc"), "/etc");
+        assert_eq!(normalize_path("~/../root"), "~/../root");
+        assert_eq!(normalize_path("a/../.."), "..");
+        assert_eq!(parent_path("~/.cache"), "~");
+        assert_eq!(parent_path("~"), "~/..");
+        assert_eq!(parent_path("/etc"), "/");
+        assert_eq!(parent_path("/var/log/x.log"), "/var/log");
+        assert_eq!(parent_path("data.csv"), ".");
+    }
 
     #[test]
     fn str_format_follows_python() {
