@@ -187,10 +187,12 @@ impl BashSem<'_> {
     where
         Self: 's,
     {
-        text(node, self.src)
+        let inner = text(node, self.src)
             .trim_start_matches('$')
             .trim_start_matches('{')
-            .trim_end_matches('}')
+            .trim_end_matches('}');
+        // `${d:?}`, `${d:-/tmp}`: the variable's own value whenever it is set (a loop's is)
+        super::fold::value_of_name(inner).unwrap_or(inner)
     }
 }
 

@@ -261,7 +261,7 @@ impl BashSem<'_> {
 /// variable is set: `NAME`, `NAME:?message` and `NAME?message` (NAME or an error), `NAME:-default`
 /// and `NAME:=default` (NAME whenever it is set; HOME always is). Operators that change the value
 /// (`NAME#pattern`, `NAME/a/b`, `NAME:+alt`, `#NAME`) give `None`.
-fn value_of_name(inner: &str) -> Option<&str> {
+pub(super) fn value_of_name(inner: &str) -> Option<&str> {
     let split = inner
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .unwrap_or(inner.len());

@@ -272,11 +272,24 @@ fn xargs_parts<'t>(
     }
     command.parent().filter(|p| p.kind() == "pipeline")?;
     let mut writer = command.prev_named_sibling()?;
-    // `ls -d … 2>/dev/null | xargs …`
-    if writer.kind() == "redirected_statement" {
-        writer = writer.child_by_field_name("body")?;
-    }
-    let writer_name = writer.child_by_field_id(sem.k.f_name)?;
+    let writer_name = loop {
+        // `ls -d … 2>/dev/null | xargs …`
+        if writer.kind() == "redirected_statement" {
+            writer = writer.child_by_field_name("body")?;
+        }
+        let name = writer.child_by_field_id(sem.k.f_name)?;
+        // `ls -A | grep -v … | xargs …`: a stage that only drops or reorders lines passes on
+        // (some of) the words before it
+        if matches!(
+            sem.fold(name)?.as_str(),
+            "grep" | "egrep" | "sort" | "uniq" | "head" | "tail" | "cat"
+        ) && writer.prev_named_sibling().is_some()
+        {
+            writer = writer.prev_named_sibling()?;
+            continue;
+        }
+        break name;
+    };
     let mut words: Vec<Node<'_>> = children_in_field(writer, sem.k.f_argument);
     match sem.fold(writer_name)?.as_str() {
         "echo" => words.retain(|w| !matches!(text(*w, sem.src), "-n" | "-e" | "-E")),
@@ -316,7 +329,16 @@ fn xargs_parts<'t>(
     if input.is_empty() {
         return None;
     }
-    // The program starts at xargs' first argument that is not one of its options.
+    xargs_program(sem, command, input)
+}
+
+/// xargs' program (its first operand that is not one of its options) and its replacement string,
+/// with the words it reads.
+fn xargs_program<'t>(
+    sem: &BashSem<'_>,
+    command: Node<'t>,
+    input: Vec<String>,
+) -> Option<(Node<'t>, Option<String>, Vec<String>)> {
     let mut replace = None;
     let mut args = children_in_field(command, sem.k.f_argument).into_iter();
     while let Some(a) = args.next() {
