@@ -49,6 +49,9 @@ pub struct PyFacts<'t> {
     /// Calls of the script's own functions and of `map`/`filter` (`prune("/etc")`,
     /// `map(wipe, paths)`), where parameters get values.
     pub(super) calls: Vec<Node<'t>>,
+    /// Each `for` loop's binding of its variables, with the loop's byte range: a name two loops
+    /// use (`for f in glob(…)` … `for f in (…)`) is `Many` as a whole but each loop's own inside it.
+    pub(super) loop_scopes: HashMap<String, Vec<(usize, usize, Binding<'t>)>>,
     /// Names of the functions defined so far (`def f`, `f = lambda …`).
     functions: rustc_hash::FxHashSet<String>,
     /// Names of the classes defined so far (their calls run `__init__`).
@@ -439,19 +442,37 @@ impl<'t> PyFacts<'t> {
         ) else {
             return;
         };
+        let scope = (node.start_byte(), node.end_byte());
         if left.kind_id() == k.identifier {
-            self.record(ident(left, src), Binding::Item(right, None));
-            self.consts.insert(ident(left, src), None);
+            self.record_loop(ident(left, src), Binding::Item(right, None), scope);
             return;
         }
         let names = children(left).filter(|c| c.is_named());
         for (i, name) in names.enumerate() {
             if name.kind_id() == k.identifier {
                 let at = u8::try_from(i).ok();
-                self.record(ident(name, src), Binding::Item(right, at));
-                self.consts.insert(ident(name, src), None);
+                self.record_loop(ident(name, src), Binding::Item(right, at), scope);
             }
         }
+    }
+
+    fn record_loop(&mut self, name: String, binding: Binding<'t>, scope: (usize, usize)) {
+        self.record(name.clone(), binding);
+        self.consts.insert(name.clone(), None);
+        self.loop_scopes
+            .entry(name)
+            .or_default()
+            .push((scope.0, scope.1, binding));
+    }
+
+    /// The binding of the innermost `for` loop over `name` that holds the byte `at`.
+    pub(super) fn loop_binding_at(&self, name: &str, at: usize) -> Option<Binding<'t>> {
+        self.loop_scopes
+            .get(name)?
+            .iter()
+            .filter(|(start, end, _)| *start <= at && at < *end)
+            .min_by_key(|(start, end, _)| end - start)
+            .map(|(_, _, b)| *b)
     }
 }
 

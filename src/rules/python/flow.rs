@@ -28,6 +28,19 @@ impl<'a> PySem<'a> {
             .or_else(|| self.facts.parameter_binding(self.k, name, self.src))
     }
 
+    /// What the name `node` is bound to where it is used: inside a `for` loop over it, that
+    /// loop's binding even when other loops or assignments bind the same name elsewhere.
+    pub fn binding_of(&self, node: Node<'a>) -> Option<Binding<'a>> {
+        let name = ident(node, self.src);
+        match self.binding(&name) {
+            Some(Binding::Many) => self
+                .facts
+                .loop_binding_at(&name, node.start_byte())
+                .or(Some(Binding::Many)),
+            other => other,
+        }
+    }
+
     /// Whether a value is written out in the script: a string literal without interpolations,
     /// literals glued together, or a name bound once to one.
     pub fn is_plain(&self, node: Node<'a>, depth: u8) -> bool {
@@ -43,7 +56,7 @@ impl<'a> PySem<'a> {
         }
         if kind == k.identifier && depth < 2 {
             return matches!(
-                self.binding(&ident(node, self.src)),
+                self.binding_of(node),
                 Some(Binding::Value(v)) if self.is_plain(v, depth + 1)
             );
         }
@@ -105,7 +118,7 @@ impl<'a> PySem<'a> {
                 .unwrap_or_default()
         } else if kind == k.identifier {
             let name = ident(node, self.src);
-            match self.binding(&name) {
+            match self.binding_of(node) {
                 Some(Binding::Value(v)) => self.prefixes_at(v, d),
                 Some(Binding::Item(iterable, at)) => self.item_prefixes(iterable, at, d),
                 Some(Binding::Refined(value, iterable, at)) => {

@@ -27,7 +27,7 @@ impl<'a> PySem<'a> {
         // `parts = ["ghp_", "…"]; "".join(parts)`: a name bound once to a list or tuple literal.
         if node.kind_id() == k.identifier
             && d > 0
-            && let Some(Binding::Value(value)) = self.binding(&ident(node, self.src))
+            && let Some(Binding::Value(value)) = self.binding_of(node)
             && (value.kind_id() == k.list || value.kind_id() == k.tuple)
         {
             return self.fold_items(value, d - 1);
@@ -129,7 +129,7 @@ impl<'a> PySem<'a> {
         }
         // `for p in ["/etc", "/usr"]`: the loop variable takes each constant item.
         if node.kind_id() == self.k.identifier
-            && let Some(Binding::Item(items, None)) = self.binding(&ident(node, self.src))
+            && let Some(Binding::Item(items, None)) = self.binding_of(node)
             && (items.kind_id() == self.k.list || items.kind_id() == self.k.tuple)
         {
             return crate::rules::grammar::children(items)
@@ -190,7 +190,7 @@ impl<'a> PySem<'a> {
             if node.kind_id() != self.k.identifier {
                 break;
             }
-            match self.binding(&ident(node, self.src)) {
+            match self.binding_of(node) {
                 Some(Binding::Value(value)) => node = value,
                 _ => return None,
             }

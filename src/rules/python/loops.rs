@@ -39,7 +39,7 @@ impl<'a> PySem<'a> {
             return None;
         }
         if node.kind_id() == self.k.identifier {
-            return match self.binding(&ident(node, self.src))? {
+            return match self.binding_of(node)? {
                 Binding::Item(iterable, at) | Binding::Refined(_, iterable, at) => {
                     let items = self.loop_items(iterable, at)?;
                     (items.len() <= MAX_ITEMS).then_some((node, items))
@@ -86,7 +86,7 @@ impl<'a> PySem<'a> {
         if node.kind_id() != self.k.identifier {
             return None;
         }
-        let Some(Binding::Item(iterable, None)) = self.binding(&ident(node, self.src)) else {
+        let Some(Binding::Item(iterable, None)) = self.binding_of(node) else {
             return None;
         };
         let items = self.literal_items(iterable, 0)?;
@@ -106,7 +106,7 @@ impl<'a> PySem<'a> {
         }
         if kind == k.identifier
             && depth < 4
-            && let Some(Binding::Value(value)) = self.binding(&ident(node, self.src))
+            && let Some(Binding::Value(value)) = self.binding_of(node)
         {
             return self.literal_items(value, depth + 1);
         }
@@ -119,7 +119,7 @@ impl<'a> PySem<'a> {
         // argvs): the items of every container it takes
         if kind == k.identifier
             && depth < 4
-            && let Some(Binding::Item(iterable, at)) = self.binding(&ident(node, self.src))
+            && let Some(Binding::Item(iterable, at)) = self.binding_of(node)
         {
             let containers = match self.dict_part(iterable, at) {
                 Some((dict, field)) => children(dict)
@@ -454,7 +454,7 @@ impl<'a> PySem<'a> {
                 if node.kind_id() != k.identifier {
                     return None;
                 }
-                match self.binding(&ident(node, self.src))? {
+                match self.binding_of(node)? {
                     Binding::Value(v) => node = v,
                     _ => return None,
                 }

@@ -1,6 +1,6 @@
 //! Lines the grammar runs together. After a pipeline of three or more stages, tree-sitter-bash
-//! (0.25) can drop the newline that ends it when the next line goes on with `&&`, `||` or a
-//! redirection (tree-sitter-bash #347): `a | b | c` then `rm -rf ~ > /dev/null` parses as one
+//! (0.25) can drop the newline that ends it when the text after it goes on with `&&`, `||`, a
+//! pipe or a redirection (tree-sitter-bash #347): `a | b | c` then `rm -rf ~ > /dev/null` parses as one
 //! command `c` with the arguments `rm -rf ~`, and the `rm` is hidden from every rule. A line of
 //! two or more assignments (`name=$1 want=$2`) is run on into the next line's command the same
 //! way, which in a function body makes a following `if` a command name and the script a syntax
@@ -21,19 +21,10 @@ pub fn split_merged_lines(tree: &Tree, text: &str) -> Option<String> {
     for nl in memchr::memchr_iter(b'\n', src) {
         let line = &src[line_start..nl];
         line_start = nl + 1;
-        // the grammar only runs on into a line that goes on with `&&`, `||` or a redirection
-        // (the next line that is not blank)
-        let start = nl
-            + 1
-            + src[nl + 1..]
-                .iter()
-                .take_while(|b| b.is_ascii_whitespace())
-                .count();
-        let next_end = memchr::memchr(b'\n', &src[start..]).map_or(src.len(), |i| start + i);
-        let next = &src[start..next_end];
-        let after_pipeline = single_pipes(line) >= 2
-            && (memchr::memchr3(b'&', b'|', b'>', next).is_some()
-                || memchr::memchr(b'<', next).is_some());
+        // (the grammar runs on into the next line when the text after it goes on with `&&`,
+        // `||`, a pipe or a redirection, possibly lines later: `out=$(for …` … `done | sort)`;
+        // the tree says whether it did)
+        let after_pipeline = single_pipes(line) >= 2;
         if !after_pipeline && !assignments_only(line) {
             continue;
         }
@@ -99,6 +90,13 @@ mod tests {
             (
                 "a | grep x | head -30\necho B && cd s\n",
                 Some("a | grep x | head -30;echo B && cd s\n"),
+            ),
+            // the line it runs into goes on with a pipe only lines later
+            (
+                "a | b | head -2\nout=$(for f in /p/[0-9]*/e; do\n  g \"$f\"\ndone | sort)\ncurl h >/dev/null\n",
+                Some(
+                    "a | b | head -2;out=$(for f in /p/[0-9]*/e; do\n  g \"$f\"\ndone | sort)\ncurl h >/dev/null\n",
+                ),
             ),
             ("a | b\nk > o\n", None),
             ("a | b | c\nk\n", None),
