@@ -261,13 +261,10 @@ fn derived<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool 
     if depth >= 4 {
         return false;
     }
-    names.iter().any(|n| {
-        let name = normalized(text(*n, cx.src));
-        match py.binding(&name) {
-            Some(Binding::Value(v)) | Some(Binding::Item(v, _)) => {
-                v.id() != node.id() && derived(v, inner, cx, depth + 1)
-            }
-            _ => false,
+    names.iter().any(|n| match py.binding_of(*n) {
+        Some(Binding::Value(v)) | Some(Binding::Item(v, _)) => {
+            v.id() != node.id() && derived(v, inner, cx, depth + 1)
         }
+        _ => false,
     })
 }
