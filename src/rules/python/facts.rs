@@ -11,6 +11,13 @@ use tree_sitter::Node;
 use super::{MAX_NAMES, PyKinds, PySem, dotted, ident, is_name_expr, parameter_name};
 use crate::rules::grammar::{children, children_in_field};
 
+/// Where a parameter gets a value: the call's index in [`PyFacts::calls`], the argument's
+/// position, and whether the parameter takes each item of that argument (`map`/`filter`).
+type ParameterSite = (usize, usize, bool);
+
+/// The call sites of a function looked at for what a parameter takes.
+const MAX_PARAMETER_CALLS: usize = 8;
+
 /// What a name is bound to.
 #[derive(Debug, Clone, Copy)]
 pub enum Binding<'t> {
@@ -46,6 +53,8 @@ pub struct PyFacts<'t> {
     /// Parameters of the script's functions and lambdas: the function and the position; `None`
     /// when two functions share the name.
     pub(super) params: HashMap<String, Option<(Node<'t>, u8)>>,
+    /// [`PyFacts::parameter_bindings`], found on first use.
+    parameter_cache: std::cell::RefCell<HashMap<String, Vec<ParameterSite>>>,
     /// Calls of the script's own functions and of `map`/`filter` (`prune("/etc")`,
     /// `map(wipe, paths)`), where parameters get values.
     pub(super) calls: Vec<Node<'t>>,
@@ -177,23 +186,49 @@ impl<'t> PyFacts<'t> {
         name: &str,
         src: &str,
     ) -> Option<Binding<'t>> {
-        let mut found = self.parameter_bindings(k, name, src, 2);
-        match found.len() {
-            0 => None,
-            1 => found.pop(),
+        match self.parameter_bindings(k, name, src)[..] {
+            [] => None,
+            [one] => Some(one),
             _ => Some(Binding::Many),
         }
     }
 
-    /// What a parameter takes at each of its function's call sites (at most `limit`): the
-    /// argument at its position, or the items `map`/`filter` apply the function to.
+    /// What a parameter takes at each of its function's call sites (at most
+    /// [`MAX_PARAMETER_CALLS`]): the argument at its position, or the items `map`/`filter` apply
+    /// the function to. Found once per name: rules ask about parameters at every use.
     pub(super) fn parameter_bindings(
         &self,
         k: &PyKinds,
         name: &str,
         src: &str,
-        limit: usize,
     ) -> Vec<Binding<'t>> {
+        if !matches!(self.params.get(name), Some(Some(_))) {
+            return Vec::new();
+        }
+        let cached = self.parameter_cache.borrow().get(name).cloned();
+        let sites = cached.unwrap_or_else(|| {
+            let sites = self.parameter_sites(k, name, src);
+            self.parameter_cache
+                .borrow_mut()
+                .insert(name.to_string(), sites.clone());
+            sites
+        });
+        sites
+            .into_iter()
+            .filter_map(|(call, arg, item)| {
+                let arg = arguments(k, *self.calls.get(call)?).into_iter().nth(arg)?;
+                Some(if item {
+                    Binding::Item(arg, None)
+                } else {
+                    Binding::Value(arg)
+                })
+            })
+            .collect()
+    }
+
+    /// The call sites giving a parameter a value: the call's index in `calls`, the argument's
+    /// position, and whether the parameter takes each item of that argument (`map`/`filter`).
+    fn parameter_sites(&self, k: &PyKinds, name: &str, src: &str) -> Vec<ParameterSite> {
         let Some(Some((function, at))) = self.params.get(name).copied() else {
             return Vec::new();
         };
@@ -218,42 +253,37 @@ impl<'t> PyFacts<'t> {
             _ => (at, CalleeIs::Function(k_name)),
         };
         let mut found = Vec::new();
-        for call in &self.calls {
+        for (index, call) in self.calls.iter().enumerate() {
             let Some(callee) = super::function_of(*call).map(|f| &src[f.byte_range()]) else {
                 continue;
             };
+            let own = callee_is.matches(callee);
             // a call inside the function itself (recursion) passes on what it was given
-            if call.start_byte() >= function.start_byte() && call.end_byte() <= function.end_byte()
+            if (!own && !matches!(callee, "map" | "filter"))
+                || (call.start_byte() >= function.start_byte()
+                    && call.end_byte() <= function.end_byte())
             {
                 continue;
             }
-            let args: Vec<Node<'t>> = call
-                .child_by_field_id(k.f_arguments)
-                .map(|a| {
-                    let mut c = a.walk();
-                    a.named_children(&mut c)
-                        .filter(|n| n.kind() != "comment")
-                        .collect()
-                })
-                .unwrap_or_default();
-            let binding = if callee_is.matches(callee) {
+            let args = arguments(k, *call);
+            let binding = if own {
                 // a call that does not pass this argument gives it no value of its own
-                let Some(arg) = args.get(usize::from(at)) else {
+                if args.len() <= usize::from(at) {
                     continue;
-                };
-                Binding::Value(*arg)
+                }
+                (index, usize::from(at), false)
             } else if matches!(callee, "map" | "filter")
                 && at == 0
                 && args.len() == 2
                 && (args[0].id() == function.id()
                     || k_name.is_some_and(|n| &src[args[0].byte_range()] == n))
             {
-                Binding::Item(args[1], None)
+                (index, 1, true)
             } else {
                 continue;
             };
             found.push(binding);
-            if found.len() >= limit {
+            if found.len() >= MAX_PARAMETER_CALLS {
                 break;
             }
         }
@@ -474,6 +504,18 @@ impl<'t> PyFacts<'t> {
             .min_by_key(|(start, end, _)| end - start)
             .map(|(_, _, b)| *b)
     }
+}
+
+/// A call's arguments, without comments.
+fn arguments<'t>(k: &PyKinds, call: Node<'t>) -> Vec<Node<'t>> {
+    call.child_by_field_id(k.f_arguments)
+        .map(|a| {
+            let mut c = a.walk();
+            a.named_children(&mut c)
+                .filter(|n| n.kind() != "comment")
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn text_of<'s>(node: Node<'_>, src: &'s str) -> &'s str {

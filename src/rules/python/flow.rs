@@ -127,7 +127,7 @@ impl<'a> PySem<'a> {
                 // a parameter of a function called several times: what each call passes
                 Some(Binding::Many) if !self.facts.bindings.contains_key(&name) => self
                     .facts
-                    .parameter_bindings(k, &name, self.src, MAX_PREFIXES)
+                    .parameter_bindings(k, &name, self.src)
                     .into_iter()
                     .flat_map(|b| match b {
                         Binding::Value(v) => self.prefixes_at(v, d),

@@ -159,11 +159,31 @@ impl<'a> PySem<'a> {
         self.container_values(container)
     }
 
+    /// A credential-shaped slot given a name: `{"key": name}`, `f(key=name)`, `key = name`, as the
+    /// slot's node and the name's.
+    pub fn slot_given_a_name<'t>(&self, node: Node<'t>) -> Option<(Node<'t>, Node<'t>)> {
+        let k = self.k;
+        let kind = node.kind_id();
+        let (slot, value) = if kind == k.pair {
+            (k.f_key, k.f_value)
+        } else if kind == k.keyword_argument {
+            (k.f_name, k.f_value)
+        } else if kind == k.assignment {
+            (k.f_left, k.f_right)
+        } else {
+            return None;
+        };
+        let value = node.child_by_field_id(value)?;
+        if value.kind_id() != k.identifier {
+            return None;
+        }
+        Some((node.child_by_field_id(slot)?, value))
+    }
+
     /// Values a parameter is known to take at some of its function's call sites (`compact(p)` for
     /// each globbed `p`, then `compact(extra)` for each of a constant tuple): the ones known, for
     /// rules asking whether a value *may* match; not a proof that the parameter is constant.
     pub fn parameter_values(&self, node: Node<'a>) -> Vec<String> {
-        const MAX_CALLS: usize = 8;
         if node.kind_id() != self.k.identifier {
             return Vec::new();
         }
@@ -172,7 +192,7 @@ impl<'a> PySem<'a> {
             return Vec::new();
         }
         self.facts
-            .parameter_bindings(self.k, &name, self.src, MAX_CALLS)
+            .parameter_bindings(self.k, &name, self.src)
             .into_iter()
             .filter_map(|b| match b {
                 Binding::Value(value) => self.possible_values(value),

@@ -88,24 +88,10 @@ pub fn fold_all<'t>(nodes: &[Node<'t>], src: &str, sem: &Sem<'_>) -> Vec<Folded<
 /// the slot's name, so rules keyed on the name see it; a slot holding an expression is folded as
 /// that expression, and any other name's value is scanned where it is written.
 fn credential_slot<'t>(node: Node<'t>, src: &str, sem: &Sem<'_>) -> Option<Folded<'t>> {
-    let (name, value) = match node.kind() {
-        "pair" => (
-            node.child_by_field_name("key")?,
-            node.child_by_field_name("value")?,
-        ),
-        "keyword_argument" => (
-            node.child_by_field_name("name")?,
-            node.child_by_field_name("value")?,
-        ),
-        "assignment" => (
-            node.child_by_field_name("left")?,
-            node.child_by_field_name("right")?,
-        ),
-        _ => return None,
-    };
-    if value.kind() != "identifier" {
+    let Sem::Python(py) = sem else {
         return None;
-    }
+    };
+    let (name, value) = py.slot_given_a_name(node)?;
     let name = src[name.byte_range()].trim_matches(['"', '\'']);
     let lower = name.to_ascii_lowercase();
     let credential = [
