@@ -234,6 +234,7 @@ mod tests {
     ];
 
     const SPLIT_BASH: &[&str] = &[
+        "k=('ghp_ZYMmLOPIwF' 'QuYhrsiF8nfMaunlNy5yX0Y3rN')\nprintf -v T '%s' \"${k[@]}\"\ncurl -H \"Authorization: token $T\" https://api.github.com/user\n",
         "p=(\"ghp_ZYMmLOPIwFQuY\" \"hrsiF8nfMaunlNy5yX0Y3rN\")\nIFS=\nt=\"${p[*]}\"\nunset IFS\n",
         "p=(ghp_ZYMmLOPIwFQuY hrsiF8nfMaunlNy5yX0Y3rN)\nt=\"${p[0]}${p[1]}\"\n",
         "a=\"ghp_\"; b=\"ZYMmLOPIwFQuYhrsiF8nfMaunlNy5yX0Y3rN\"; tok=\"$a$b\"\n",

@@ -162,6 +162,18 @@ impl BashFacts {
                 self.observe_alias(k, node, src);
                 return;
             }
+            // `: "${WORKSPACE:=/}"`: the variable is given the default when the caller left it
+            // unset, the case a rule must assume (as for `${PREFIX:-/usr}`)
+            if name == Some(":") {
+                for arg in children_in_field(node, k.f_argument) {
+                    if let Some((var, value)) = assigned_default(text(arg, src))
+                        && !self.consts.contains_key(var)
+                    {
+                        self.consts.insert(var.to_string(), Some(value.to_string()));
+                    }
+                }
+                return;
+            }
             if matches!(
                 name,
                 Some("read" | "mapfile" | "readarray" | "printf" | "getopts")
@@ -358,21 +370,51 @@ impl BashFacts {
             return None;
         }
         let var = sem.fold(*args.get(1)?)?;
-        let values: Option<Vec<String>> = args[2..].iter().map(|a| sem.fold(*a)).collect();
+        // (`"${parts[@]}"` stands for the array's words)
+        let values: Option<Vec<String>> = args[2..]
+            .iter()
+            .map(|a| {
+                sem.fold(*a)
+                    .map(|v| vec![v])
+                    .or_else(|| sem.array_words(*a))
+            })
+            .collect::<Option<Vec<Vec<String>>>>()
+            .map(|v| v.concat());
         let value = values.and_then(|v| {
             let (format, rest) = v.split_first()?;
-            let mut rest = rest.iter();
+            let pieces: Vec<&str> = format.split("%s").collect();
+            let mut rest = rest.iter().peekable();
             let mut out = String::new();
-            let mut pieces = format.split("%s");
-            out.push_str(pieces.next()?);
-            for piece in pieces {
-                out.push_str(rest.next()?);
-                out.push_str(piece);
+            // the format is used again while arguments are left (`printf '%s' a b` is `ab`)
+            loop {
+                out.push_str(pieces[0]);
+                for piece in &pieces[1..] {
+                    out.push_str(rest.next().map_or("", String::as_str));
+                    out.push_str(piece);
+                }
+                if pieces.len() == 1 || rest.peek().is_none() || out.len() > 4096 {
+                    break;
+                }
             }
             (!out.contains('%')).then(|| decode_c_escapes(&out))
         });
         Some((var, value))
     }
+}
+
+/// `${NAME:=value}` / `${NAME=value}` with a constant value: the name and the value.
+fn assigned_default(word: &str) -> Option<(&str, &str)> {
+    let inner = word
+        .trim_matches('"')
+        .strip_prefix("${")?
+        .strip_suffix('}')?;
+    let name_len = inner
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(inner.len());
+    let (name, op) = inner.split_at(name_len);
+    let value = op.strip_prefix(":=").or_else(|| op.strip_prefix('='))?;
+    let constant = !value.contains(['$', '`', '"', '\'', '\\']);
+    (!name.is_empty() && constant).then_some((name, value))
 }
 
 /// An associative array's key when it is a constant word (`prefix`, `"prefix"`).

@@ -54,7 +54,8 @@ pub struct PyFacts<'t> {
     /// when two functions share the name.
     pub(super) params: HashMap<String, Option<(Node<'t>, u8)>>,
     /// [`PyFacts::parameter_bindings`], found on first use.
-    parameter_cache: std::cell::RefCell<HashMap<String, Vec<ParameterSite>>>,
+    /// (with the number of calls known when they were found)
+    parameter_cache: std::cell::RefCell<HashMap<String, (usize, Vec<ParameterSite>)>>,
     /// Calls of the script's own functions and of `map`/`filter` (`prune("/etc")`,
     /// `map(wipe, paths)`), where parameters get values.
     pub(super) calls: Vec<Node<'t>>,
@@ -205,12 +206,20 @@ impl<'t> PyFacts<'t> {
         if !matches!(self.params.get(name), Some(Some(_))) {
             return Vec::new();
         }
-        let cached = self.parameter_cache.borrow().get(name).cloned();
+        // (found again while the walk is still adding calls: a fold during the walk asks before
+        // the calls after it are known)
+        let known = self.calls.len();
+        let cached = self
+            .parameter_cache
+            .borrow()
+            .get(name)
+            .filter(|(calls, _)| *calls == known)
+            .map(|(_, sites)| sites.clone());
         let sites = cached.unwrap_or_else(|| {
             let sites = self.parameter_sites(k, name, src);
             self.parameter_cache
                 .borrow_mut()
-                .insert(name.to_string(), sites.clone());
+                .insert(name.to_string(), (known, sites.clone()));
             sites
         });
         sites
