@@ -119,7 +119,9 @@ impl BashSem<'_> {
                 let words = self.facts.arrays.get(name)?.as_ref()?;
                 let separator = match self.facts.consts.get("IFS") {
                     Some(Some(ifs)) => ifs.chars().next().map(String::from),
-                    _ => Some(" ".to_string()),
+                    None => Some(" ".to_string()),
+                    // IFS set more than once: which one holds here is not known
+                    Some(None) => return None,
                 };
                 return Some(words.join(separator.as_deref().unwrap_or("")));
             }

@@ -101,9 +101,12 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
                 e.code = None;
                 e.verbatim_at = None;
             }
-            // `perl -pi -e "s/$old/$new/g"`: run-time parts only in substitutions are data
+            // `perl -pi -e "s/$old/$new/g"`: run-time parts only in substitutions are data (a
+            // variable's value, never a command's output: that could be any Perl)
             if e.code.is_none()
                 && inv.name.starts_with("perl")
+                && !text(e.anchor, sem.src).contains("$(")
+                && !text(e.anchor, sem.src).contains('`')
                 && let Some(code) = sem
                     .fold_with(e.anchor, RUNTIME_WORD)
                     .filter(|c| perl::substitutions_only(c))

@@ -300,6 +300,12 @@ impl<'t> PyFacts<'t> {
     }
 
     fn record(&mut self, name: String, binding: Binding<'t>) {
+        // a name bound again inside a loop over it is no longer just the loop's items there
+        let at = match binding {
+            Binding::Value(n) | Binding::Item(n, _) | Binding::Refined(n, _, _) => n.start_byte(),
+            Binding::Many => usize::MAX,
+        };
+        self.rebind_in_loop(&name, at, Binding::Many);
         self.bindings
             .entry(name)
             .and_modify(|b| *b = Binding::Many)
@@ -420,8 +426,9 @@ impl<'t> PyFacts<'t> {
             && mentions(k, right, &name, src);
         match self.bindings.get(&name).copied() {
             Some(Binding::Item(iterable, at)) if refines => {
-                self.bindings
-                    .insert(name.clone(), Binding::Refined(right, iterable, at));
+                let refined = Binding::Refined(right, iterable, at);
+                self.rebind_in_loop(&name, right.start_byte(), refined);
+                self.bindings.insert(name.clone(), refined);
             }
             _ => self.record(name.clone(), Binding::Value(right)),
         }
@@ -502,6 +509,22 @@ impl<'t> PyFacts<'t> {
             .entry(name)
             .or_default()
             .push((scope.0, scope.1, binding));
+    }
+
+    /// Whether `name` at the byte `at` is a parameter of the function around it (not a
+    /// comprehension's or another scope's name that happens to be spelled the same).
+    pub(super) fn is_parameter_at(&self, name: &str, at: usize) -> bool {
+        matches!(self.params.get(name), Some(Some((function, _)))
+            if function.start_byte() <= at && at < function.end_byte())
+    }
+
+    /// Each loop over `name` holding the byte `at` binds it as `binding` from now on.
+    fn rebind_in_loop(&mut self, name: &str, at: usize, binding: Binding<'t>) {
+        if let Some(scopes) = self.loop_scopes.get_mut(name) {
+            for scope in scopes.iter_mut().filter(|(s, e, _)| *s <= at && at < *e) {
+                scope.2 = binding;
+            }
+        }
     }
 
     /// The binding of the innermost `for` loop over `name` that holds the byte `at`.

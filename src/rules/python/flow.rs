@@ -125,16 +125,20 @@ impl<'a> PySem<'a> {
                     self.refined_prefixes(node, value, iterable, at, d)
                 }
                 // a parameter of a function called several times: what each call passes
-                Some(Binding::Many) if !self.facts.bindings.contains_key(&name) => self
-                    .facts
-                    .parameter_bindings(k, &name, self.src)
-                    .into_iter()
-                    .flat_map(|b| match b {
-                        Binding::Value(v) => self.prefixes_at(v, d),
-                        Binding::Item(iterable, at) => self.item_prefixes(iterable, at, d),
-                        _ => Vec::new(),
-                    })
-                    .collect(),
+                Some(Binding::Many)
+                    if !self.facts.bindings.contains_key(&name)
+                        && self.facts.is_parameter_at(&name, node.start_byte()) =>
+                {
+                    self.facts
+                        .parameter_bindings(k, &name, self.src)
+                        .into_iter()
+                        .flat_map(|b| match b {
+                            Binding::Value(v) => self.prefixes_at(v, d),
+                            Binding::Item(iterable, at) => self.item_prefixes(iterable, at, d),
+                            _ => Vec::new(),
+                        })
+                        .collect()
+                }
                 _ => Vec::new(),
             }
         } else if kind == k.attribute {

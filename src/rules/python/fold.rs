@@ -6,7 +6,7 @@ use tree_sitter::Node;
 use super::super::codec::{apply_codec, decode_base32, decode_base64, decode_escapes, decode_hex};
 use super::function_of;
 use super::ops::{
-    join_paths, parent_path, parse_int, percent_format, py_slice, resolve_dots, str_format,
+    dirname, join_paths, parent_path, parse_int, percent_format, py_slice, resolve_dots, str_format,
 };
 use super::*;
 
@@ -92,11 +92,13 @@ impl<'a> PySem<'a> {
                 // a parameter of a function the script calls once: that call's argument
                 // (`def install(rc: Path): rc.open("a")` … `install(home / ".bashrc")`)
                 return match self.facts.bindings.get(&name) {
-                    None => match self.facts.parameter_binding(k, &name, self.src)? {
-                        Binding::Value(value) => self.fold_at(value, d),
-                        _ => None,
-                    },
-                    Some(_) => None,
+                    None if self.facts.is_parameter_at(&name, node.start_byte()) => {
+                        match self.facts.parameter_binding(k, &name, self.src)? {
+                            Binding::Value(value) => self.fold_at(value, d),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
                 };
             }
             // enumerating a loop (`p = Path(d)` folds through its value for each `d`), or a
@@ -316,9 +318,7 @@ impl<'a> PySem<'a> {
                 | "pathlib.Path"
                 | "pathlib.PosixPath"
                 | "pathlib.Path.expanduser" => self.fold_at(arg0?, d).map(resolve_dots),
-                "os.path.dirname" | "posixpath.dirname" => {
-                    Some(parent_path(&self.fold_at(arg0?, d)?))
-                }
+                "os.path.dirname" | "posixpath.dirname" => Some(dirname(&self.fold_at(arg0?, d)?)),
                 "pathlib.Path.home" | "pathlib.PosixPath.home" => Some("~".into()),
                 "os.path.join" | "posixpath.join" => {
                     let parts: Option<Vec<String>> =

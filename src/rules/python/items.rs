@@ -188,7 +188,9 @@ impl<'a> PySem<'a> {
             return Vec::new();
         }
         let name = ident(node, self.src);
-        if self.facts.bindings.contains_key(&name) {
+        if self.facts.bindings.contains_key(&name)
+            || !self.facts.is_parameter_at(&name, node.start_byte())
+        {
             return Vec::new();
         }
         self.facts

@@ -77,15 +77,33 @@ pub(super) fn resolve_dots(path: String) -> String {
     }
 }
 
-/// The directory a path is in (`os.path.dirname`, `Path.parent`): `~/.cache` is in `~`.
+/// pathlib's `.parent`: the path without its last part (`.` parts and repeated or trailing
+/// slashes dropped first, `..` kept as a part), its `..` then resolved: `~/.cache` is in `~`.
 pub(super) fn parent_path(path: &str) -> String {
-    let path = normalize_path(path);
-    match path.rsplit_once('/') {
-        Some(("", _)) => "/".into(),
-        Some((dir, _)) => dir.into(),
-        None if path == "~" => "~/..".into(),
-        None => ".".into(),
-    }
+    let absolute = path.starts_with('/');
+    let parts: Vec<&str> = path
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    let parent = match parts.split_last() {
+        Some((&"~", [])) => "~/..".to_string(),
+        Some((_, [])) | None => (if absolute { "/" } else { "." }).to_string(),
+        Some((_, rest)) => format!("{}{}", if absolute { "/" } else { "" }, rest.join("/")),
+    };
+    resolve_dots(parent)
+}
+
+/// `os.path.dirname`: everything before the last `/` (a trailing slash ends the name, so
+/// `/srv/app/` is in `/srv/app`), its `..` resolved.
+pub(super) fn dirname(path: &str) -> String {
+    let dir = match path.rfind('/') {
+        Some(at) => {
+            let head = path[..at].trim_end_matches('/');
+            if head.is_empty() { "/" } else { head }
+        }
+        None => "",
+    };
+    resolve_dots(dir.to_string())
 }
 
 pub(super) fn parse_int(t: &str) -> Option<i64> {
@@ -181,6 +199,12 @@ mod tests {
         assert_eq!(parent_path("/etc"), "/");
         assert_eq!(parent_path("/var/log/x.log"), "/var/log");
         assert_eq!(parent_path("data.csv"), ".");
+        assert_eq!(parent_path("/a/b/.."), "/a/b");
+        assert_eq!(parent_path("/srv/app/"), "/srv");
+        assert_eq!(dirname("/srv/app/"), "/srv/app");
+        assert_eq!(dirname("/etc/hosts"), "/etc");
+        assert_eq!(dirname("~/.cache"), "~");
+        assert_eq!(dirname("/etc"), "/");
     }
 
     #[test]

@@ -266,6 +266,10 @@ mod tests {
         ),
         ("gpg --passphrase-fd 3 -c f 3<<<\"$P\"\ncat 10<<<x\n", None),
         ("coproc C { }\n", Some("unexpected-token")),
+        (
+            "coproc while true; do :; done\ncoproc for ((i=0;i<3;i++)); do :; done\n",
+            None,
+        ),
         ("x=$( )\ny=``\necho \"a$()b\"\n", None),
         ("AZ# x\nexport K#=1\na=1 b#c\n", None),
         ("echo $((16#ff)) ${x#p} ${#x} $#\n", None),

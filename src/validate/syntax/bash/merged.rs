@@ -25,7 +25,10 @@ pub fn split_merged_lines(tree: &Tree, text: &str) -> Option<String> {
         // `||`, a pipe or a redirection, possibly lines later: `out=$(for …` … `done | sort)`;
         // the tree says whether it did)
         let after_pipeline = single_pipes(line) >= 2;
-        if !after_pipeline && !assignments_only(line) {
+        // (a backslash-newline continues the command: the grammar is right there)
+        let line_end = line.strip_suffix(b"\r").unwrap_or(line);
+        let continued = line_end.iter().rev().take_while(|b| **b == b'\\').count() % 2 == 1;
+        if continued || (!after_pipeline && !assignments_only(line)) {
             continue;
         }
         let Some(node) = root.descendant_for_byte_range(nl, nl + 1) else {
@@ -99,6 +102,8 @@ mod tests {
                 ),
             ),
             ("a | b\nk > o\n", None),
+            // a continued line is one command for bash too
+            ("curl -fsSL $u | gunzip | sudo \\\n  bash -s\n", None),
             ("a | b | c\nk\n", None),
             ("echo 'a | b | c\nk > o'\n", None),
             ("a || b || c\nk > o\n", None),

@@ -86,8 +86,17 @@ pub fn coprocesses(src: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
             .iter()
             .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
             .count();
-        let after_name = src[name_at + name_len..].trim_ascii_start();
+        let rest = &src[name_at + name_len..];
+        let after_name = &rest[rest
+            .iter()
+            .take_while(|b| matches!(b, b' ' | b'\t'))
+            .count()..];
+        let reserved = matches!(
+            &src[name_at..name_at + name_len],
+            b"while" | b"until" | b"for" | b"if" | b"case" | b"select" | b"function" | b"time"
+        );
         let named = name_len > 0
+            && !reserved
             && !src[name_at].is_ascii_digit()
             && after_name.len() < src.len() - name_at - name_len
             && COMPOUND.iter().any(|k| after_name.starts_with(k));
