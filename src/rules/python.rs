@@ -22,6 +22,7 @@ mod loops;
 mod matching;
 mod names;
 mod ops;
+mod params;
 
 pub use facts::{Binding, PyFacts};
 pub(crate) use ops::str_format;

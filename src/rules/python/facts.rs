@@ -8,15 +8,9 @@
 use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
+use super::params::ParameterSite;
 use super::{MAX_NAMES, PyKinds, PySem, dotted, ident, is_name_expr, parameter_name};
 use crate::rules::grammar::{children, children_in_field};
-
-/// Where a parameter gets a value: the call's index in [`PyFacts::calls`], the argument's
-/// position, and whether the parameter takes each item of that argument (`map`/`filter`).
-type ParameterSite = (usize, usize, bool);
-
-/// The call sites of a function looked at for what a parameter takes.
-const MAX_PARAMETER_CALLS: usize = 8;
 
 /// What a name is bound to.
 #[derive(Debug, Clone, Copy)]
@@ -55,7 +49,7 @@ pub struct PyFacts<'t> {
     pub(super) params: HashMap<String, Option<(Node<'t>, u8)>>,
     /// [`PyFacts::parameter_bindings`], found on first use.
     /// (with the number of calls known when they were found)
-    parameter_cache: std::cell::RefCell<HashMap<String, (usize, Vec<ParameterSite>)>>,
+    pub(super) parameter_cache: std::cell::RefCell<HashMap<String, (usize, Vec<ParameterSite>)>>,
     /// Calls of the script's own functions and of `map`/`filter` (`prune("/etc")`,
     /// `map(wipe, paths)`), where parameters get values.
     pub(super) calls: Vec<Node<'t>>,
@@ -176,127 +170,6 @@ impl<'t> PyFacts<'t> {
                 .then_some((function, u8::try_from(i).unwrap_or(u8::MAX)));
             self.params.insert(name, entry);
         }
-    }
-
-    /// What a parameter takes from its function's one call site: the argument at its position
-    /// (`prune("/etc")`), or each item of the iterable `map`/`filter` apply the function to
-    /// (`map(wipe, glob.glob("/etc/*"))`, `map(lambda p: os.remove(p), paths)`).
-    pub(super) fn parameter_binding(
-        &self,
-        k: &PyKinds,
-        name: &str,
-        src: &str,
-    ) -> Option<Binding<'t>> {
-        match self.parameter_bindings(k, name, src)[..] {
-            [] => None,
-            [one] => Some(one),
-            _ => Some(Binding::Many),
-        }
-    }
-
-    /// What a parameter takes at each of its function's call sites (at most
-    /// [`MAX_PARAMETER_CALLS`]): the argument at its position, or the items `map`/`filter` apply
-    /// the function to. Found once per name: rules ask about parameters at every use.
-    pub(super) fn parameter_bindings(
-        &self,
-        k: &PyKinds,
-        name: &str,
-        src: &str,
-    ) -> Vec<Binding<'t>> {
-        if !matches!(self.params.get(name), Some(Some(_))) {
-            return Vec::new();
-        }
-        // (found again while the walk is still adding calls: a fold during the walk asks before
-        // the calls after it are known)
-        let known = self.calls.len();
-        let cached = self
-            .parameter_cache
-            .borrow()
-            .get(name)
-            .filter(|(calls, _)| *calls == known)
-            .map(|(_, sites)| sites.clone());
-        let sites = cached.unwrap_or_else(|| {
-            let sites = self.parameter_sites(k, name, src);
-            self.parameter_cache
-                .borrow_mut()
-                .insert(name.to_string(), (known, sites.clone()));
-            sites
-        });
-        sites
-            .into_iter()
-            .filter_map(|(call, arg, item)| {
-                let arg = arguments(k, *self.calls.get(call)?).into_iter().nth(arg)?;
-                Some(if item {
-                    Binding::Item(arg, None)
-                } else {
-                    Binding::Value(arg)
-                })
-            })
-            .collect()
-    }
-
-    /// The call sites giving a parameter a value: the call's index in `calls`, the argument's
-    /// position, and whether the parameter takes each item of that argument (`map`/`filter`).
-    fn parameter_sites(&self, k: &PyKinds, name: &str, src: &str) -> Vec<ParameterSite> {
-        let Some(Some((function, at))) = self.params.get(name).copied() else {
-            return Vec::new();
-        };
-        let k_name = function_name(function, src);
-        // A method's callers pass what follows `self`: `obj.push(p)` and, for `__init__`, the
-        // class's own calls (`Job("~")`).
-        let class = enclosing_class(k, function);
-        if class.is_some() && at == 0 {
-            return Vec::new(); // `self`
-        }
-        let (at, callee_is) = match (class, k_name) {
-            (Some(class), Some("__init__")) => {
-                let class_name = class
-                    .child_by_field_id(k.f_name)
-                    .map(|n| &src[n.byte_range()]);
-                let Some(class_name) = class_name else {
-                    return Vec::new();
-                };
-                (at - 1, CalleeIs::Class(class_name))
-            }
-            (Some(_), Some(method)) => (at - 1, CalleeIs::Method(method)),
-            _ => (at, CalleeIs::Function(k_name)),
-        };
-        let mut found = Vec::new();
-        for (index, call) in self.calls.iter().enumerate() {
-            let Some(callee) = super::function_of(*call).map(|f| &src[f.byte_range()]) else {
-                continue;
-            };
-            let own = callee_is.matches(callee);
-            // a call inside the function itself (recursion) passes on what it was given
-            if (!own && !matches!(callee, "map" | "filter"))
-                || (call.start_byte() >= function.start_byte()
-                    && call.end_byte() <= function.end_byte())
-            {
-                continue;
-            }
-            let args = arguments(k, *call);
-            let binding = if own {
-                // a call that does not pass this argument gives it no value of its own
-                if args.len() <= usize::from(at) {
-                    continue;
-                }
-                (index, usize::from(at), false)
-            } else if matches!(callee, "map" | "filter")
-                && at == 0
-                && args.len() == 2
-                && (args[0].id() == function.id()
-                    || k_name.is_some_and(|n| &src[args[0].byte_range()] == n))
-            {
-                (index, 1, true)
-            } else {
-                continue;
-            };
-            found.push(binding);
-            if found.len() >= MAX_PARAMETER_CALLS {
-                break;
-            }
-        }
-        found
     }
 
     fn record(&mut self, name: String, binding: Binding<'t>) {
@@ -511,13 +384,6 @@ impl<'t> PyFacts<'t> {
             .push((scope.0, scope.1, binding));
     }
 
-    /// Whether `name` at the byte `at` is a parameter of the function around it (not a
-    /// comprehension's or another scope's name that happens to be spelled the same).
-    pub(super) fn is_parameter_at(&self, name: &str, at: usize) -> bool {
-        matches!(self.params.get(name), Some(Some((function, _)))
-            if function.start_byte() <= at && at < function.end_byte())
-    }
-
     /// Each loop over `name` holding the byte `at` binds it as `binding` from now on.
     fn rebind_in_loop(&mut self, name: &str, at: usize, binding: Binding<'t>) {
         if let Some(scopes) = self.loop_scopes.get_mut(name) {
@@ -538,25 +404,13 @@ impl<'t> PyFacts<'t> {
     }
 }
 
-/// A call's arguments, without comments.
-fn arguments<'t>(k: &PyKinds, call: Node<'t>) -> Vec<Node<'t>> {
-    call.child_by_field_id(k.f_arguments)
-        .map(|a| {
-            let mut c = a.walk();
-            a.named_children(&mut c)
-                .filter(|n| n.kind() != "comment")
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn text_of<'s>(node: Node<'_>, src: &'s str) -> &'s str {
     src.get(node.byte_range()).unwrap_or("")
 }
 
 /// The name a function is called by: `def f`, or the name a lambda is assigned to
 /// (`wipe = lambda p: …`).
-fn function_name<'s>(function: Node<'_>, src: &'s str) -> Option<&'s str> {
+pub(super) fn function_name<'s>(function: Node<'_>, src: &'s str) -> Option<&'s str> {
     let name = function.child_by_field_name("name").or_else(|| {
         let parent = function.parent()?;
         (parent.kind() == "assignment")
@@ -574,29 +428,6 @@ fn mentions(k: &PyKinds, node: Node<'_>, name: &str, src: &str) -> bool {
     let mut cursor = node.walk();
     node.named_children(&mut cursor)
         .any(|c| mentions(k, c, name, src))
-}
-
-/// Which calls a parameter's function receives.
-#[derive(Debug, Clone, Copy)]
-enum CalleeIs<'s> {
-    /// `f(…)`
-    Function(Option<&'s str>),
-    /// `obj.method(…)`
-    Method(&'s str),
-    /// `Class(…)`, which runs `__init__`
-    Class(&'s str),
-}
-
-impl CalleeIs<'_> {
-    fn matches(self, callee: &str) -> bool {
-        match self {
-            CalleeIs::Function(name) => Some(callee) == name,
-            CalleeIs::Method(name) => callee
-                .rsplit_once('.')
-                .is_some_and(|(_, method)| method == name),
-            CalleeIs::Class(name) => callee == name,
-        }
-    }
 }
 
 /// The class a `def` is a method of (directly in the class body).
