@@ -33,21 +33,48 @@ pub const BASH_BIDI: &str = "bash-bidi-control";
 pub const PYTHON_BIDI: &str = "python-bidi-control";
 pub const BASH_DOWNLOAD_RUN: &str = "bash-download-then-run";
 /// Gaining privileges is the sandbox's concern only: in a command another host runs (`ssh host
-/// "sudo systemctl restart app"`) this rule's findings are dropped.
+/// "sudo systemctl restart app"`) this rule's findings are dropped ([`Origin::Remote`]).
 pub const BASH_PRIVILEGE: &str = "bash-privilege-escalation";
-/// Runners whose command runs on another host.
-pub const REMOTE_RUNNERS: &[&str] = &["ssh"];
 /// The interpreter named for a command rewritten with the arrays it expands
 /// (`words::array_expansion`): the same command again, seen without the script's variables.
 pub const ARRAY_EXPANSION: &str = "array expansion";
 /// The same for a command rewritten with unquoted expansions split into their words
 /// (`words::word_splitting`).
 pub const WORD_SPLITTING: &str = "word splitting";
-/// Whether an inline program is a command of the script rewritten with values the script gave
-/// it, which lost the script's other variables (what it runs is judged dynamic or not on the
-/// command itself, where they are known).
-pub fn is_rewritten(interpreter: &str) -> bool {
-    interpreter == ARRAY_EXPANSION || interpreter == WORD_SPLITTING
+
+/// Where an inline program comes from, which decides which of its findings concern the script
+/// that holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Code the script runs here (`bash -c CODE`, a heredoc, `eval`, `python3 -c`): every finding
+    /// stands.
+    Local,
+    /// A command another host runs (`ssh HOST CMD`, `ssh HOST bash -s <<EOF`): gaining privileges
+    /// there is not this sandbox's concern.
+    Remote,
+    /// One of the script's own commands rewritten with values the script gave it (arrays
+    /// expanded, unquoted expansions split): it lost the script's other variables, so whether what
+    /// it runs is run-time code is judged on the command itself, where they are known — except
+    /// code that is a command's output (`"${runner[@]}" "$(wget -qO- …)"`), run-time in either.
+    Rewritten,
+}
+
+impl Origin {
+    /// Whether a finding of `rule`, at the start of `rest` (the program from the finding on),
+    /// concerns the script holding the program.
+    pub fn keeps(self, rule: &str, rest: &str) -> bool {
+        match self {
+            Origin::Local => true,
+            Origin::Remote => rule != BASH_PRIVILEGE,
+            Origin::Rewritten => rule != BASH_DYNAMIC || is_command_output(rest),
+        }
+    }
+}
+
+/// Whether code starts with a command substitution (`"$(wget -qO- …)"`, `` `cat f` ``).
+fn is_command_output(code: &str) -> bool {
+    let code = code.trim_start_matches('"');
+    code.starts_with("$(") || code.starts_with('`')
 }
 
 #[derive(Debug, Deserialize)]
@@ -75,6 +102,8 @@ struct RawShellRunner {
     until: Vec<String>,
     #[serde(default)]
     skip: usize,
+    #[serde(default)]
+    remote: bool,
 }
 
 /// A program that hands one of its arguments to a shell (`su -c CMD`, `watch CMD…`).
@@ -90,6 +119,8 @@ pub struct ShellRunner {
     until: Vec<String>,
     /// Positional words between the options and the command (`ssh HOST CMD…`: 1).
     skip: usize,
+    /// The command runs on another host ([`Origin::Remote`]).
+    remote: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,6 +223,7 @@ impl Interpreters {
                     value_options: r.value_options,
                     until: r.until,
                     skip: r.skip,
+                    remote: r.remote,
                 })
             })
             .collect::<Result<_, RuleError>>()?;
@@ -289,6 +321,8 @@ pub struct Embedded<'t> {
     pub anchor: Node<'t>,
     /// Byte offset of `code` in the outer source when it appears there verbatim (heredocs, quotes).
     pub verbatim_at: Option<usize>,
+    /// Which of its findings concern the outer script.
+    pub origin: Origin,
 }
 
 /// A word as a command line spells it: as is when it holds nothing the shell would interpret,

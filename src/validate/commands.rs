@@ -21,7 +21,7 @@ use super::dangerous::semantics;
 use super::verdict::Positions;
 use super::walk::{self, Walk};
 use crate::domain::script::{Language, Script};
-use crate::rules::embed::{self, Embedded};
+use crate::rules::embed::{self, Embedded, Origin};
 use crate::rules::grammar::text;
 use crate::rules::matcher::{Cx, Sem};
 use crate::rules::python::PySem;
@@ -178,6 +178,7 @@ fn shell_call<'t>(py: &PySem<'t>, call: Node<'t>) -> Option<Embedded<'t>> {
         code: Some(code),
         anchor: command,
         verbatim_at,
+        origin: Origin::Local,
     })
 }
 

@@ -8,8 +8,7 @@ use crate::domain::script::Language;
 use crate::rules::RuleMeta;
 use crate::rules::bash::BashSem;
 use crate::rules::embed::{
-    self, BASH_BIDI, BASH_DOWNLOAD_RUN, BASH_DYNAMIC, BASH_PRIVILEGE, Embedded, PYTHON_BIDI,
-    PYTHON_DYNAMIC, REMOTE_RUNNERS,
+    self, BASH_BIDI, BASH_DOWNLOAD_RUN, BASH_DYNAMIC, Embedded, PYTHON_BIDI, PYTHON_DYNAMIC,
 };
 use crate::rules::matcher::{Cx, Sem};
 use crate::rules::python::PySem;
@@ -210,17 +209,10 @@ fn inline_hits(v: &Validator, outer: Language, program: &Embedded<'_>, nesting: 
     }
     nested(v, language, code, nesting + 1)
         .into_iter()
-        // A command rewritten with its arrays expanded lost the script's other variables: what
-        // it runs is judged dynamic or not on the command itself, where they are known. Code
-        // that is a command's output (`"${runner[@]}" "$(wget -qO- …)"`) is run-time code in
-        // either text.
         .filter(|h| {
-            !embed::is_rewritten(&program.interpreter)
-                || h.rule != BASH_DYNAMIC
-                || code.get(h.at..).is_some_and(is_command_output)
-        })
-        .filter(|h| {
-            !(REMOTE_RUNNERS.contains(&program.interpreter.as_str()) && h.rule == BASH_PRIVILEGE)
+            program
+                .origin
+                .keeps(&h.rule, code.get(h.at..).unwrap_or_default())
         })
         .map(|mut h| {
             h.at = program
@@ -233,12 +225,6 @@ fn inline_hits(v: &Validator, outer: Language, program: &Embedded<'_>, nesting: 
             h
         })
         .collect()
-}
-
-/// Whether code starts with a command substitution (`"$(wget -qO- …)"`, `` `cat f` ``).
-fn is_command_output(code: &str) -> bool {
-    let code = code.trim_start_matches('"');
-    code.starts_with("$(") || code.starts_with('`')
 }
 
 /// Rule hits inside an inline program (its syntax errors are ignored: the outer script is what runs).

@@ -6,7 +6,7 @@
 use tree_sitter::Node;
 
 use super::runner::{RUNTIME_WORD, runtime_parts_are_arguments};
-use super::{Embedded, verbatim};
+use super::{Embedded, Origin, verbatim};
 use crate::domain::script::Language;
 use crate::rules::bash::{BashSem, Invocation};
 
@@ -45,6 +45,7 @@ fn embedded<'t>(sem: &BashSem<'_>, program: Node<'t>, code: Option<String>) -> E
         interpreter: "awk".into(),
         language: Some(Language::Bash),
         verbatim_at: code.as_deref().and_then(|c| verbatim(sem.src, program, c)),
+        origin: Origin::Local,
         code,
         anchor: program,
     }

@@ -6,7 +6,7 @@ use tree_sitter::Node;
 
 use super::runner::{RUNTIME_WORD, command_words, runtime_parts_are_arguments};
 use super::{
-    Embedded, Interpreter, ShellRunner, awk, is_code_flag, perl, verbatim, words, written,
+    Embedded, Interpreter, Origin, ShellRunner, awk, is_code_flag, perl, verbatim, words, written,
 };
 use crate::domain::script::Language;
 use crate::rules::bash::{BashSem, Invocation};
@@ -57,6 +57,7 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
                     code: Some(code),
                     anchor: arg,
                     verbatim_at: None,
+                    origin: Origin::Local,
                 }));
                 continue;
             }
@@ -69,6 +70,7 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
                 code,
                 anchor: inv.args[0],
                 verbatim_at: at,
+                origin: Origin::Local,
             });
             continue;
         }
@@ -161,7 +163,10 @@ fn remote_stdin_program<'t>(
     if !reads_stdin {
         return None;
     }
-    let program = stdin_program(sem, command, &name, interp.language);
+    let mut program = stdin_program(sem, command, &name, interp.language);
+    if runner.remote {
+        program.origin = Origin::Remote;
+    }
     program.code.is_some().then_some(program)
 }
 
@@ -219,6 +224,11 @@ fn runner_command<'t>(
         code,
         anchor,
         verbatim_at,
+        origin: if runner.remote {
+            Origin::Remote
+        } else {
+            Origin::Local
+        },
     })
 }
 
@@ -252,6 +262,7 @@ fn code_after_flag<'t>(
         code,
         anchor,
         verbatim_at,
+        origin: Origin::Local,
     })
 }
 
@@ -334,6 +345,7 @@ fn attached_code<'t>(
                         code: Some(code.to_string()),
                         anchor: *arg,
                         verbatim_at: verbatim(sem.src, *arg, code),
+                        origin: Origin::Local,
                     });
                 }
             }
@@ -359,6 +371,7 @@ fn stdin_program<'t>(
         code: None,
         anchor,
         verbatim_at: None,
+        origin: Origin::Local,
     };
     // here-string: a child of the command itself
     for child in crate::rules::grammar::children(command) {
@@ -373,6 +386,7 @@ fn stdin_program<'t>(
                 code,
                 anchor,
                 verbatim_at: at,
+                origin: Origin::Local,
             };
         }
     }
@@ -395,6 +409,7 @@ fn stdin_program<'t>(
                     interpreter: name.to_string(),
                     language,
                     verbatim_at: Some(body.start_byte()),
+                    origin: Origin::Local,
                     code: Some(code),
                     anchor: body,
                 };
@@ -459,6 +474,7 @@ fn piped_program<'t>(
         interpreter: name.to_string(),
         language,
         verbatim_at: verbatim(sem.src, anchor, &code),
+        origin: Origin::Local,
         code: Some(code),
         anchor,
     })

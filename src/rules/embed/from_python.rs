@@ -4,7 +4,7 @@
 
 use tree_sitter::Node;
 
-use super::{Embedded, Interpreters, verbatim};
+use super::{Embedded, Interpreters, Origin, verbatim};
 use crate::domain::script::Language;
 use crate::rules::bash::base_name;
 use crate::rules::grammar::text;
@@ -126,6 +126,7 @@ fn constant_code<'t>(sem: &PySem<'t>, call: Node<'t>) -> Option<Embedded<'t>> {
         interpreter: "exec".into(),
         language: Some(Language::Python),
         verbatim_at: verbatim(sem.src, code, &text),
+        origin: Origin::Local,
         code: Some(text),
         anchor: code,
     })
@@ -167,6 +168,7 @@ fn argv_embedded(anchor: Node<'_>, code: String) -> Embedded<'_> {
         code: Some(code),
         anchor,
         verbatim_at: None,
+        origin: Origin::Local,
     }
 }
 
@@ -281,6 +283,7 @@ fn shell_command_lines<'t>(
                 interpreter: "sh -c".into(),
                 language: Some(Language::Bash),
                 verbatim_at: verbatim(sem.src, command, &code),
+                origin: Origin::Local,
                 code: Some(code),
                 anchor: command,
             })
@@ -315,6 +318,7 @@ fn inline_in_argv<'t>(
         code,
         anchor,
         verbatim_at,
+        origin: Origin::Local,
     })
 }
 

@@ -7,7 +7,7 @@
 
 use tree_sitter::Node;
 
-use super::Embedded;
+use super::{Embedded, Origin};
 use crate::domain::script::Language;
 use crate::rules::bash::BashSem;
 use crate::rules::grammar::{children_in_field, text};
@@ -50,6 +50,7 @@ pub(super) fn split_command_line<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Op
         code: Some(format!("{}{rest}", line.trim())),
         anchor: word,
         verbatim_at: None,
+        origin: Origin::Local,
     })
 }
 
@@ -112,6 +113,7 @@ pub(super) fn alias_expansion<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Optio
         code: Some(format!("{value}{rest}")),
         anchor: name,
         verbatim_at: None,
+        origin: Origin::Local,
     })
 }
 
@@ -132,6 +134,7 @@ pub(super) fn function_runs_arguments<'t>(
         code: Some(rest.to_string()),
         anchor: name,
         verbatim_at: None,
+        origin: Origin::Local,
     })
 }
 
@@ -175,6 +178,7 @@ pub(super) fn word_splitting<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option
         code: Some(words.join(" ")),
         anchor: command,
         verbatim_at: None,
+        origin: Origin::Rewritten,
     })
 }
 
@@ -225,6 +229,7 @@ pub(super) fn array_expansion<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Optio
         code: Some(code),
         anchor: command,
         verbatim_at: None,
+        origin: Origin::Rewritten,
     })
 }
 
@@ -256,6 +261,7 @@ pub(super) fn xargs_input<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Vec<Embed
             code: Some(code),
             anchor: command,
             verbatim_at: None,
+            origin: Origin::Local,
         })
         .collect()
 }

@@ -4,7 +4,7 @@
 
 use tree_sitter::Node;
 
-use super::Embedded;
+use super::{Embedded, Origin};
 use crate::domain::script::Language;
 use crate::rules::bash::BashSem;
 use crate::rules::grammar::{children, text};
@@ -43,5 +43,6 @@ pub(super) fn written_script<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option
         code: Some(code.to_string()),
         anchor: body,
         verbatim_at: Some(body.start_byte()),
+        origin: Origin::Local,
     })
 }
