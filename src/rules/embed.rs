@@ -284,10 +284,12 @@ impl Interpreters {
         if program == Some("command") {
             program = words.next();
         }
+        // constant words, and the tool's error messages silenced (`direnv export bash 2>/dev/null`)
         program.is_some_and(|p| self.shell_setup.contains(p))
             && words.all(|w| {
-                w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.=/:".contains(c))
+                w == "2>/dev/null"
+                    || w.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.=/:".contains(c))
             })
     }
 }

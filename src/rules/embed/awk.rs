@@ -5,7 +5,7 @@
 
 use tree_sitter::Node;
 
-use super::runner::{RUNTIME_WORD, runtime_parts_are_arguments};
+use super::runner::{RUNTIME_WORD, destroys_runtime_targets, runtime_parts_are_arguments};
 use super::{Embedded, Origin, verbatim};
 use crate::domain::script::Language;
 use crate::rules::bash::{BashSem, Invocation};
@@ -88,27 +88,6 @@ fn program<'t>(
 fn assignment(s: &str) -> Option<(String, String)> {
     let (name, value) = s.split_once('=')?;
     Some((name.to_string(), value.to_string()))
-}
-
-/// Commands whose run-time operands are what they delete, overwrite or take over.
-const DESTRUCTIVE: &[&str] = &[
-    "rm", "rmdir", "unlink", "shred", "dd", "truncate", "wipefs", "chmod", "chown", "chgrp", "mv",
-    "kill", "pkill", "killall", "userdel", "deluser",
-];
-
-/// Whether a command line with run-time parts gives one of them to a destructive command (or to
-/// `find … -delete`).
-fn destroys_runtime_targets(code: &str) -> bool {
-    code.split([';', '|', '&', '\n'])
-        .filter(|segment| segment.contains(RUNTIME_WORD))
-        .any(|segment| {
-            let mut words = segment.split_whitespace();
-            let first = words
-                .find(|w| !matches!(*w, "sudo" | "exec" | "command" | "nohup"))
-                .unwrap_or("");
-            let name = first.rsplit('/').next().unwrap_or(first);
-            DESTRUCTIVE.contains(&name) || name.starts_with("mkfs") || segment.contains("-delete")
-        })
 }
 
 /// `name = "literal"` anywhere in the program, or a concatenation of literals and variables

@@ -70,6 +70,27 @@ pub(super) fn runtime_parts_are_arguments(code: &str) -> bool {
     })
 }
 
+/// Commands whose run-time operands are what they delete, overwrite or take over.
+const DESTRUCTIVE: &[&str] = &[
+    "rm", "rmdir", "unlink", "shred", "dd", "truncate", "wipefs", "chmod", "chown", "chgrp", "mv",
+    "kill", "pkill", "killall", "userdel", "deluser",
+];
+
+/// Whether a command line with run-time parts gives one of them to a destructive command (or to
+/// `find … -delete`).
+pub(super) fn destroys_runtime_targets(code: &str) -> bool {
+    code.split([';', '|', '&', '\n'])
+        .filter(|segment| segment.contains(RUNTIME_WORD))
+        .any(|segment| {
+            let mut words = segment.split_whitespace();
+            let first = words
+                .find(|w| !matches!(*w, "sudo" | "exec" | "command" | "nohup"))
+                .unwrap_or("");
+            let name = first.rsplit('/').next().unwrap_or(first);
+            DESTRUCTIVE.contains(&name) || name.starts_with("mkfs") || segment.contains("-delete")
+        })
+}
+
 /// Whether `words` (an array's) are whole options of `runner`, each value option with its value.
 fn all_options(words: &[String], runner: &ShellRunner) -> bool {
     let mut i = 0;
