@@ -188,6 +188,9 @@ impl<'g> MatcherCompiler<'g> {
                 self.relation(inner, &at("inside"))?,
             )));
         }
+        if let Some(inner) = &spec.after {
+            parts.push(Matcher::After(Box::new(self.compile(inner, &at("after"))?)));
+        }
         if let Some(inner) = &spec.not {
             parts.push(Matcher::Not(Box::new(self.compile(inner, &at("not"))?)));
         }

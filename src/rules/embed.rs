@@ -32,9 +32,11 @@ pub const PYTHON_DYNAMIC: &str = "python-inline-code-dynamic";
 pub const BASH_BIDI: &str = "bash-bidi-control";
 pub const PYTHON_BIDI: &str = "python-bidi-control";
 pub const BASH_DOWNLOAD_RUN: &str = "bash-download-then-run";
-/// Gaining privileges is the sandbox's concern only: in a command another host runs (`ssh host
-/// "sudo systemctl restart app"`) this rule's findings are dropped ([`Origin::Remote`]).
-pub const BASH_PRIVILEGE: &str = "bash-privilege-escalation";
+/// Gaining privileges and writing system files are this host's concern only: in a command another
+/// host runs (`ssh host "sudo systemctl restart app"`, `ssh host 'sudo sed -i … /etc/ssh/sshd_config'`)
+/// these rules' findings are dropped ([`Origin::Remote`]); destroying data or running downloaded
+/// code there still counts.
+pub const REMOTE_ADMINISTRATION: &[&str] = &["bash-privilege-escalation", "bash-system-file-write"];
 /// The interpreter named for a command rewritten with the arrays it expands
 /// (`words::array_expansion`): the same command again, seen without the script's variables.
 pub const ARRAY_EXPANSION: &str = "array expansion";
@@ -49,8 +51,8 @@ pub enum Origin {
     /// Code the script runs here (`bash -c CODE`, a heredoc, `eval`, `python3 -c`): every finding
     /// stands.
     Local,
-    /// A command another host runs (`ssh HOST CMD`, `ssh HOST bash -s <<EOF`): gaining privileges
-    /// there is not this sandbox's concern.
+    /// A command another host runs (`ssh HOST CMD`, `ssh HOST bash -s <<EOF`): administering that
+    /// host ([`REMOTE_ADMINISTRATION`]) is not this sandbox's concern.
     Remote,
     /// One of the script's own commands rewritten with values the script gave it (arrays
     /// expanded, unquoted expansions split): it lost the script's other variables, so whether what
@@ -65,7 +67,7 @@ impl Origin {
     pub fn keeps(self, rule: &str, rest: &str) -> bool {
         match self {
             Origin::Local => true,
-            Origin::Remote => rule != BASH_PRIVILEGE,
+            Origin::Remote => !REMOTE_ADMINISTRATION.contains(&rule),
             Origin::Rewritten => rule != BASH_DYNAMIC || is_command_output(rest),
         }
     }

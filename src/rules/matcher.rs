@@ -9,6 +9,7 @@
 //! | `regex: R` | the node's text (NFKC-normalised when not ASCII) matches R |
 //! | `has: {…}` | a child matches; with `field: F` the (first) child in that field; with `stopBy: end` any descendant |
 //! | `inside: {…}` | the parent matches; with `field: F` the node sits in that field; with `stopBy: end` any ancestor |
+//! | `after: {…}` | the previous named sibling matches (`-i` before the path it gives) |
 //! | `not`, `all`, `any` | boolean combinations |
 //! | `folded: R` | the node is a constant string expression whose value matches R (see `python`/`bash` folding) |
 //! | `dynamic: true` | the node is *not* a constant: its value is only known at run time |
@@ -42,6 +43,8 @@ pub enum Matcher {
     Has(Box<Relation>),
     Inside(Box<Relation>),
     Not(Box<Matcher>),
+    /// The previous named sibling matches.
+    After(Box<Matcher>),
     All(Vec<Matcher>),
     Any(Vec<Matcher>),
     Folded(Regex),

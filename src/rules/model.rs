@@ -52,6 +52,8 @@ pub struct MatcherSpec {
     pub inside: Option<Box<MatcherSpec>>,
     /// The inner matcher does not hold.
     pub not: Option<Box<MatcherSpec>>,
+    /// The previous named sibling matches (the option a value follows: `-i` before a key's path).
+    pub after: Option<Box<MatcherSpec>>,
     /// Every matcher of the list holds.
     pub all: Option<Vec<MatcherSpec>>,
     /// One matcher of the list holds.

@@ -62,7 +62,7 @@ impl Matcher {
             }
             Matcher::Derived(m) => m.collect_literals(out),
             Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.collect_literals(out),
-            Matcher::Not(m) => m.collect_literals(out),
+            Matcher::Not(m) | Matcher::After(m) => m.collect_literals(out),
             Matcher::All(ms) | Matcher::Any(ms) => ms.iter().for_each(|m| m.collect_literals(out)),
             _ => {}
         }
@@ -85,6 +85,7 @@ impl Matcher {
             | Matcher::Quoted(_) => 4,
             Matcher::Derived(m) => 8 + m.cost() / 4,
             Matcher::Not(m) => m.cost(),
+            Matcher::After(m) => 2 + m.cost(),
             Matcher::Has(rel) | Matcher::Inside(rel) if !rel.stop_by_end => {
                 5 + rel.inner.cost() / 4
             }
@@ -126,7 +127,7 @@ impl Matcher {
             }
             Matcher::Derived(m) => m.assign_slots(next),
             Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.assign_slots(next),
-            Matcher::Not(m) => m.assign_slots(next),
+            Matcher::Not(m) | Matcher::After(m) => m.assign_slots(next),
             Matcher::All(ms) | Matcher::Any(ms) => ms.iter_mut().for_each(|m| m.assign_slots(next)),
             _ => {}
         }
@@ -155,7 +156,7 @@ impl Matcher {
             }
             Matcher::Derived(m) => m.collect_names(out),
             Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.collect_names(out),
-            Matcher::Not(m) => m.collect_names(out),
+            Matcher::Not(m) | Matcher::After(m) => m.collect_names(out),
             Matcher::All(ms) | Matcher::Any(ms) => ms.iter().for_each(|m| m.collect_names(out)),
             _ => {}
         }

@@ -35,6 +35,7 @@ impl Matcher {
             Matcher::Has(rel) => rel.has(node, cx),
             Matcher::Inside(rel) => rel.inside(node, cx),
             Matcher::Not(m) => !m.matches(node, cx),
+            Matcher::After(m) => node.prev_named_sibling().is_some_and(|p| m.matches(p, cx)),
             Matcher::All(ms) => ms.iter().all(|m| m.matches(node, cx)),
             Matcher::Any(ms) => ms.iter().any(|m| m.possible(cx) && m.matches(node, cx)),
             Matcher::Folded(re) => match cx.fold(node) {
