@@ -262,10 +262,18 @@ fn derived<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool 
     if depth >= 4 {
         return false;
     }
-    names.iter().any(|n| match py.binding_of(*n) {
-        Some(Binding::Value(v)) | Some(Binding::Item(v, _)) => {
-            v.id() != node.id() && derived(v, inner, cx, depth + 1)
-        }
-        _ => false,
+    names.iter().any(|n| {
+        let bound = match py.binding_of(*n) {
+            Some(Binding::Value(v)) | Some(Binding::Item(v, _)) => {
+                v.id() != node.id() && derived(v, inner, cx, depth + 1)
+            }
+            _ => false,
+        };
+        // (a list that grew: `targets += [...]`, `targets.append(p)`)
+        bound
+            || py
+                .grown(*n)
+                .iter()
+                .any(|g| g.id() != node.id() && derived(*g, inner, cx, depth + 1))
     })
 }

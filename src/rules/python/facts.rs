@@ -44,6 +44,10 @@ pub struct PyFacts<'t> {
     /// Entries put into a name's dict after it was bound (`opts["shell"] = True`,
     /// `opts.update(shell=True)`, `opts.setdefault("shell", True)`): key and value.
     pub(super) dict_updates: HashMap<String, Vec<(String, Node<'t>)>>,
+    /// What a list, set or tuple bound to a name grows by afterwards (`paths += […]`,
+    /// `paths.append(p)`, `paths.extend(more)`), with the literal it was first bound to when a
+    /// `+=` made the name `Many`: every one of them is among its items.
+    pub(super) grown: HashMap<String, Vec<Node<'t>>>,
     /// Parameters of the script's functions and lambdas: the function and the position; `None`
     /// when two functions share the name.
     pub(super) params: HashMap<String, Option<(Node<'t>, u8)>>,
@@ -78,6 +82,7 @@ impl<'t> PyFacts<'t> {
             self.observe_for(k, node, src);
         } else if kind == k.call {
             self.observe_dict_update(k, node, src);
+            self.observe_growth(k, node, src);
             if let Some(f) = super::function_of(node) {
                 let callee = &src[f.byte_range()];
                 let own = if f.kind_id() == k.identifier {
@@ -118,6 +123,40 @@ impl<'t> PyFacts<'t> {
             Some(Binding::Value(v)) if v.kind_id() == k.call => super::function_of(*v)
                 .is_some_and(|f| f.kind_id() == k.identifier && text_of(f, src) == "dict"),
             _ => false,
+        }
+    }
+
+    /// Whether a name is bound to a list, set or tuple (a literal or a comprehension), or has
+    /// grown like one.
+    fn is_sequence(&self, k: &PyKinds, name: &str) -> bool {
+        self.grown.contains_key(name)
+            || matches!(self.bindings.get(name), Some(Binding::Value(v))
+                if [k.list, k.set, k.tuple, k.list_comprehension].contains(&v.kind_id()))
+    }
+
+    /// `paths.append(p)`, `paths.extend(more)`, `paths.insert(0, p)`, `seen.add(p)` on a name
+    /// bound to a list or set: what it holds grows (see [`PyFacts::grown`]).
+    fn observe_growth(&mut self, k: &PyKinds, call: Node<'t>, src: &str) {
+        let Some(func) = super::function_of(call) else {
+            return;
+        };
+        let (Some(object), Some(method)) = (
+            func.child_by_field_id(k.f_object),
+            func.child_by_field_id(k.f_attribute),
+        ) else {
+            return;
+        };
+        if object.kind_id() != k.identifier
+            || !matches!(text_of(method, src), "append" | "extend" | "insert" | "add")
+        {
+            return;
+        }
+        let name = ident(object, src);
+        if !self.is_sequence(k, &name) {
+            return;
+        }
+        if let Some(item) = PySem::new(k, self, src).positional(call).last().copied() {
+            self.grown.entry(name).or_default().push(item);
         }
     }
 
@@ -338,6 +377,15 @@ impl<'t> PyFacts<'t> {
             return;
         }
         let name = ident(left, src);
+        if self.is_sequence(k, &name)
+            && let Some(right) = node.child_by_field_id(k.f_right)
+        {
+            // `paths += [...]`: the first literal and each addition are among its items
+            if let Some(Binding::Value(first)) = self.bindings.get(&name).copied() {
+                self.grown.entry(name.clone()).or_default().push(first);
+            }
+            self.grown.entry(name.clone()).or_default().push(right);
+        }
         self.record(name.clone(), Binding::Many);
         let plus = node
             .child_by_field_id(k.f_operator)

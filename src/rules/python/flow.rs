@@ -41,6 +41,14 @@ impl<'a> PySem<'a> {
         }
     }
 
+    /// What the list or set a name holds grew by ([`super::facts::PyFacts::grown`]).
+    pub fn grown(&self, node: Node<'a>) -> &[Node<'a>] {
+        self.facts
+            .grown
+            .get(&ident(node, self.src))
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// Whether a value is written out in the script: a string literal without interpolations,
     /// literals glued together, or a name bound once to one.
     pub fn is_plain(&self, node: Node<'a>, depth: u8) -> bool {
