@@ -32,6 +32,14 @@ impl<'a> PySem<'a> {
     /// loop's binding even when other loops or assignments bind the same name elsewhere.
     pub fn binding_of(&self, node: Node<'a>) -> Option<Binding<'a>> {
         let name = ident(node, self.src);
+        if self.facts.shadowed_by_parameter(&name, node.start_byte()) {
+            // a parameter: another scope's binding of the name does not reach it; the argument
+            // of the one call of its function does
+            return self
+                .facts
+                .parameter_binding(self.k, &name, self.src)
+                .or(Some(Binding::Many));
+        }
         match self.binding(&name) {
             Some(Binding::Many) => self
                 .facts
@@ -134,8 +142,7 @@ impl<'a> PySem<'a> {
                 }
                 // a parameter of a function called several times: what each call passes
                 Some(Binding::Many)
-                    if !self.facts.bindings.contains_key(&name)
-                        && self.facts.is_parameter_at(&name, node.start_byte()) =>
+                    if self.facts.shadowed_by_parameter(&name, node.start_byte()) =>
                 {
                     self.facts
                         .parameter_bindings(k, &name, self.src)

@@ -91,14 +91,13 @@ impl<'a> PySem<'a> {
             if self.bound.is_none() && !self.quoting {
                 // a parameter of a function the script calls once: that call's argument
                 // (`def install(rc: Path): rc.open("a")` … `install(home / ".bashrc")`)
-                return match self.facts.bindings.get(&name) {
-                    None if self.facts.is_parameter_at(&name, node.start_byte()) => {
-                        match self.facts.parameter_binding(k, &name, self.src)? {
-                            Binding::Value(value) => self.fold_at(value, d),
-                            _ => None,
-                        }
+                return if self.facts.shadowed_by_parameter(&name, node.start_byte()) {
+                    match self.facts.parameter_binding(k, &name, self.src)? {
+                        Binding::Value(value) => self.fold_at(value, d),
+                        _ => None,
                     }
-                    _ => None,
+                } else {
+                    None
                 };
             }
             // enumerating a loop (`p = Path(d)` folds through its value for each `d`), or a

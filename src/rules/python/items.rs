@@ -188,9 +188,7 @@ impl<'a> PySem<'a> {
             return Vec::new();
         }
         let name = ident(node, self.src);
-        if self.facts.bindings.contains_key(&name)
-            || !self.facts.is_parameter_at(&name, node.start_byte())
-        {
+        if !self.facts.shadowed_by_parameter(&name, node.start_byte()) {
             return Vec::new();
         }
         self.facts

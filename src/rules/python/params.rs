@@ -135,11 +135,27 @@ impl<'t> PyFacts<'t> {
         found
     }
 
-    /// Whether `name` at the byte `at` is a parameter of the function around it (not a
-    /// comprehension's or another scope's name that happens to be spelled the same).
-    pub(super) fn is_parameter_at(&self, name: &str, at: usize) -> bool {
-        matches!(self.params.get(name), Some(Some((function, _)))
-            if function.start_byte() <= at && at < function.end_byte())
+    /// Whether `name` at byte `at` is a parameter of the function around it that no binding inside
+    /// that function replaces: a name bound in another function or at the top level
+    /// (`path = Path("values") / …` elsewhere) does not reach it.
+    /// (Not a comprehension's or another scope's name that happens to be spelled the same.)
+    pub(super) fn shadowed_by_parameter(&self, name: &str, at: usize) -> bool {
+        let Some(Some((function, _))) = self.params.get(name) else {
+            return false;
+        };
+        let inside = |n: Node<'_>| {
+            function.start_byte() <= n.start_byte() && n.end_byte() <= function.end_byte()
+        };
+        if !(function.start_byte() <= at && at < function.end_byte()) {
+            return false;
+        }
+        match self.bindings.get(name) {
+            None => true,
+            Some(Binding::Value(v) | Binding::Item(v, _) | Binding::Refined(v, _, _)) => {
+                !inside(*v)
+            }
+            Some(Binding::Many) => false,
+        }
     }
 }
 
