@@ -67,6 +67,8 @@ fn argvs_split_from_command_lines_are_checked_as_commands() {
         "import subprocess, shlex\nsubprocess.check_call(shlex.split(\"rm -rf --no-preserve-root /\"))\n",
         "import subprocess as sp\nSTEPS = [\"ufw disable\", \"setenforce 0\"]\nfor s in STEPS:\n    sp.run(s.split(), check=False)\n",
         "import subprocess\nfor c in (\"iptables -P INPUT ACCEPT\", \"echo ok\"):\n    subprocess.call(c.split() if \"sh\" not in c else [\"sh\", \"-c\", c])\n",
+        // (each line reversed first: a slice of the loop variable)
+        "import subprocess\n_RESET = [\"F- selbatpi\", \"elbasid ecrof-- wfu\"]\nfor spec in _RESET:\n    subprocess.run(spec[::-1].split(), check=False)\n",
     ];
     for case in cases {
         assert!(!blocking(case).is_empty(), "missed {case:?}");

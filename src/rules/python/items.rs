@@ -145,7 +145,12 @@ impl<'a> PySem<'a> {
             }
             return Some(out);
         }
-        if node.kind_id() != self.k.subscript {
+        // (a slice of a loop variable, `spec[::-1]`, is that variable's values sliced)
+        if node.kind_id() != self.k.subscript
+            || node
+                .child_by_field_id(self.k.f_subscript)
+                .is_some_and(|i| i.kind_id() == self.k.slice)
+        {
             return self.loop_values(node);
         }
         let container = node.child_by_field_id(self.k.f_value)?;
