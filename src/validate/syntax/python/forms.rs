@@ -69,6 +69,7 @@ pub struct Forms {
     constrained_type: u16,
     splat_type: u16,
     except_clause: u16,
+    try_statement: u16,
     concatenated_string: u16,
     future_import_statement: u16,
     import_statement: u16,
@@ -106,6 +107,7 @@ impl Forms {
             constrained_type: k("constrained_type"),
             splat_type: k("splat_type"),
             except_clause: k("except_clause"),
+            try_statement: k("try_statement"),
             concatenated_string: k("concatenated_string"),
             future_import_statement: k("future_import_statement"),
             import_statement: k("import_statement"),
@@ -146,6 +148,7 @@ impl Forms {
             self.constrained_type,
             self.splat_type,
             self.except_clause,
+            self.try_statement,
             self.concatenated_string,
             self.future_import_statement,
             self.import_statement,
@@ -204,6 +207,8 @@ impl Forms {
             trailing_comma(node, src)
         } else if kind == self.except_clause {
             bare_except_not_last(node).or_else(|| except_star(node))
+        } else if kind == self.try_statement {
+            try_without_handler(node)
         } else if kind == self.as_pattern {
             targets::as_target(node)
         } else if kind == self.type_alias_statement {
@@ -364,6 +369,23 @@ fn future_features(statement: Node<'_>, src: &str) -> Option<Problem> {
 }
 
 /// `except:` catches everything, so CPython refuses another `except` clause after it.
+/// `try:` and its block with neither an `except` nor a `finally` clause (the grammar takes the
+/// statements after it as the next ones).
+fn try_without_handler(node: Node<'_>) -> Option<Problem> {
+    let handled = crate::rules::grammar::children(node).any(|c| {
+        matches!(
+            c.kind(),
+            "except_clause" | "except_group_clause" | "finally_clause"
+        )
+    });
+    (!handled).then(|| {
+        (
+            "invalid-syntax",
+            "expected 'except' or 'finally' block".to_string(),
+        )
+    })
+}
+
 fn bare_except_not_last(clause: Node<'_>) -> Option<Problem> {
     let bare = crate::rules::grammar::children(clause)
         .filter(|c| c.is_named())

@@ -137,6 +137,13 @@ pub(super) fn arguments(args: Node<'_>, src: &str) -> Option<Problem> {
 
 /// `a, b += 1`, `[a] += x`: only a name, attribute or subscript can be augmented.
 pub(super) fn augmented_target(node: Node<'_>) -> Option<Problem> {
+    // `x += a = b`: an assignment is a statement, not the value of one
+    if node
+        .child_by_field_name("right")
+        .is_some_and(|r| matches!(r.kind(), "assignment" | "augmented_assignment"))
+    {
+        return invalid("invalid syntax".to_string());
+    }
     let left = node.child_by_field_name("left")?;
     let what = match left.kind() {
         "pattern_list" | "tuple_pattern" | "tuple" | "expression_list" => "tuple",
