@@ -5,10 +5,10 @@
 use tree_sitter::Node;
 
 use super::runner::{
-    RUNTIME_WORD, command_words, destroys_runtime_targets, runtime_parts_are_arguments,
+    RUNTIME_WORD, RuntimeCode, command_words, runtime_code, runtime_parts_are_arguments,
 };
 use super::{
-    Embedded, Interpreter, Origin, ShellRunner, awk, is_code_flag, perl, verbatim, words, written,
+    Embedded, Interpreter, Origin, ShellRunner, awk, is_code_flag, verbatim, words, written,
 };
 use crate::domain::script::Language;
 use crate::rules::bash::{BashSem, Invocation};
@@ -131,54 +131,6 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
 }
 
 /// What can still be checked of an interpreter's code only known at run time.
-/// A run-time part of a shell's code, in the code checked (see [`RuntimeCode::Checkable`]).
-const RUNTIME_EXPANSION: &str = "${SCRIPTGATE_RUNTIME_VALUE}";
-
-enum RuntimeCode {
-    /// The values a loop over constants or a `case` branch allows
-    /// (`for c in "${CHECKS[@]}"; do bash -c "$c"; done`): each is checked.
-    Values(Vec<String>),
-    /// Code whose run-time parts are only data, checked with each standing as one plain word:
-    /// a shell's arguments (`timeout 1 bash -c "</dev/tcp/$host/$port"`; a destructive command
-    /// given one stays run-time code), or perl's substitution text (`perl -pi -e "s/$old/$new/g"`;
-    /// a command's output could be any Perl).
-    Checkable(String),
-    Unknown,
-}
-
-fn runtime_code(
-    sem: &BashSem<'_>,
-    e: &Embedded<'_>,
-    name: &str,
-    language: Option<Language>,
-) -> RuntimeCode {
-    if sem.fold(e.anchor).is_none()
-        && let Some(codes) = sem.possible_values(e.anchor)
-    {
-        return RuntimeCode::Values(codes);
-    }
-    let t = text(e.anchor, sem.src);
-    if t.contains("$(") || t.contains('`') {
-        return RuntimeCode::Unknown;
-    }
-    let Some(code) = sem.fold_with(e.anchor, RUNTIME_WORD) else {
-        return RuntimeCode::Unknown;
-    };
-    if name.starts_with("perl") {
-        if perl::substitutions_only(&code) {
-            return RuntimeCode::Checkable(code);
-        }
-    } else if language == Some(Language::Bash)
-        && runtime_parts_are_arguments(&code)
-        && !destroys_runtime_targets(&code)
-    {
-        // (each run-time part stands in the shell's code as what it is there: an expansion
-        // whose value is not known)
-        return RuntimeCode::Checkable(code.replace(RUNTIME_WORD, RUNTIME_EXPANSION));
-    }
-    RuntimeCode::Unknown
-}
-
 /// Whether `inv` runs under `xargs` (or `parallel`), which appends the words it reads as
 /// operands: `… | xargs bash` runs the files named on its input, it does not read a program there.
 fn takes_operands(chain: &[Invocation<'_>], inv: &Invocation<'_>) -> bool {

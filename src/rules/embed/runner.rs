@@ -1,10 +1,12 @@
 //! The command a shell runner (`ssh HOST CMD…`, `parallel CMD :::`) hands to a shell: which of
-//! its words are options, and when a remote command with run-time parts can still be checked.
+//! its words are options, and when code with run-time parts can still be checked.
 
 use tree_sitter::Node;
 
-use super::ShellRunner;
+use super::{Embedded, ShellRunner, perl};
+use crate::domain::script::Language;
 use crate::rules::bash::{BashSem, Invocation, base_name};
+use crate::rules::grammar::text;
 
 /// The words a `rest` runner hands to the shell: those after its options and the `skip` words
 /// (ssh's host), up to an `until` word.
@@ -89,6 +91,54 @@ pub(super) fn destroys_runtime_targets(code: &str) -> bool {
             let name = first.rsplit('/').next().unwrap_or(first);
             DESTRUCTIVE.contains(&name) || name.starts_with("mkfs") || segment.contains("-delete")
         })
+}
+
+/// A run-time part of a shell's code, in the code checked (see [`RuntimeCode::Checkable`]).
+const RUNTIME_EXPANSION: &str = "${SCRIPTGATE_RUNTIME_VALUE}";
+
+pub(super) enum RuntimeCode {
+    /// The values a loop over constants or a `case` branch allows
+    /// (`for c in "${CHECKS[@]}"; do bash -c "$c"; done`): each is checked.
+    Values(Vec<String>),
+    /// Code whose run-time parts are only data, checked with each standing as one plain word:
+    /// a shell's arguments (`timeout 1 bash -c "</dev/tcp/$host/$port"`; a destructive command
+    /// given one stays run-time code), or perl's substitution text (`perl -pi -e "s/$old/$new/g"`;
+    /// a command's output could be any Perl).
+    Checkable(String),
+    Unknown,
+}
+
+pub(super) fn runtime_code(
+    sem: &BashSem<'_>,
+    e: &Embedded<'_>,
+    name: &str,
+    language: Option<Language>,
+) -> RuntimeCode {
+    if sem.fold(e.anchor).is_none()
+        && let Some(codes) = sem.possible_values(e.anchor)
+    {
+        return RuntimeCode::Values(codes);
+    }
+    let t = text(e.anchor, sem.src);
+    if t.contains("$(") || t.contains('`') {
+        return RuntimeCode::Unknown;
+    }
+    let Some(code) = sem.fold_with(e.anchor, RUNTIME_WORD) else {
+        return RuntimeCode::Unknown;
+    };
+    if name.starts_with("perl") {
+        if perl::substitutions_only(&code) {
+            return RuntimeCode::Checkable(code);
+        }
+    } else if language == Some(Language::Bash)
+        && runtime_parts_are_arguments(&code)
+        && !destroys_runtime_targets(&code)
+    {
+        // (each run-time part stands in the shell's code as what it is there: an expansion
+        // whose value is not known)
+        return RuntimeCode::Checkable(code.replace(RUNTIME_WORD, RUNTIME_EXPANSION));
+    }
+    RuntimeCode::Unknown
 }
 
 /// Whether `words` (an array's) are whole options of `runner`, each value option with its value.
