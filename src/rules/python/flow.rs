@@ -49,7 +49,7 @@ impl<'a> PySem<'a> {
         }
     }
 
-    /// What the list or set a name holds grew by ([`super::facts::PyFacts::grown`]).
+    /// What the list or set a name holds grew by (`+=`, `append`, `extend` after it was bound).
     pub fn grown(&self, node: Node<'a>) -> &[Node<'a>] {
         self.facts
             .grown
