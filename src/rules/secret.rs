@@ -376,9 +376,20 @@ pub fn mostly_filler(secret: &str) -> bool {
     left < chars.len() && (left < 12 || left * 2 < chars.len())
 }
 
+/// The logical line around `at`: physical lines joined by a backslash before the newline (a
+/// command split over lines, `ldapsearch … \⏎ -w 'pw'`) are one.
 fn line_bounds(text: &str, at: usize) -> (usize, usize) {
-    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    let b = text.as_bytes();
+    let mut start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    while start >= 2 && b[start - 2] == b'\\' {
+        start = text[..start - 1].rfind('\n').map_or(0, |i| i + 1);
+    }
+    let mut end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    while end < b.len() && end > 0 && b[end - 1] == b'\\' {
+        end = text[end + 1..]
+            .find('\n')
+            .map_or(text.len(), |i| end + 1 + i);
+    }
     (start, end)
 }
 
