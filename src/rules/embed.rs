@@ -97,6 +97,8 @@ struct RawShellRunner {
     #[serde(default)]
     code_flags: Vec<String>,
     #[serde(default)]
+    code_prefixes: Vec<String>,
+    #[serde(default)]
     rest: bool,
     #[serde(default)]
     value_options: Vec<String>,
@@ -114,6 +116,9 @@ pub struct ShellRunner {
     names: NameSet,
     /// The command follows one of these options.
     code_flags: Vec<String>,
+    /// The command is the rest of a word starting with one of these
+    /// (`--checkpoint-action=exec=CMD`).
+    code_prefixes: Vec<String>,
     /// The command is every argument after the options (those in `value_options` take a value),
     /// up to one of `until`, joined with spaces.
     rest: bool,
@@ -221,6 +226,7 @@ impl Interpreters {
                         RuleError::new(file, format!("shell_runners[{i}].names: {e}"))
                     })?,
                     code_flags: r.code_flags,
+                    code_prefixes: r.code_prefixes,
                     rest: r.rest,
                     value_options: r.value_options,
                     until: r.until,

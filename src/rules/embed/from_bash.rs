@@ -203,6 +203,9 @@ fn runner_command<'t>(
     inv: &Invocation<'t>,
     runner: &ShellRunner,
 ) -> Option<Embedded<'t>> {
+    if let Some(e) = code_in_word(sem, inv, &runner.code_prefixes) {
+        return Some(e);
+    }
     if !runner.code_flags.is_empty() {
         let flags: Vec<&str> = runner.code_flags.iter().map(String::as_str).collect();
         return code_after_flag(sem, inv, &flags, &inv.name, Some(Language::Bash));
@@ -330,6 +333,33 @@ fn bind_positional(code: &mut String, params: &[Option<String>]) {
     }
     out.push_str(rest);
     *code = out;
+}
+
+/// `tar … --checkpoint-action=exec='sh x.sh'`: the command is the rest of a word starting with
+/// one of `prefixes`.
+fn code_in_word<'t>(
+    sem: &BashSem<'_>,
+    inv: &Invocation<'t>,
+    prefixes: &[String],
+) -> Option<Embedded<'t>> {
+    if prefixes.is_empty() {
+        return None;
+    }
+    inv.args.iter().find_map(|arg| {
+        let value = sem.fold(*arg);
+        let word = value.as_deref().unwrap_or_else(|| text(*arg, sem.src));
+        let code = prefixes
+            .iter()
+            .find_map(|p| word.strip_prefix(p.as_str()))?;
+        Some(Embedded {
+            interpreter: inv.name.clone(),
+            language: Some(Language::Bash),
+            code: value.as_ref().map(|_| code.to_string()),
+            anchor: *arg,
+            verbatim_at: value.as_ref().and_then(|_| verbatim(sem.src, *arg, code)),
+            origin: Origin::Local,
+        })
+    })
 }
 
 /// `python3 -c'print(1)'`: the code glued to the flag.
