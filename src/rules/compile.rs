@@ -156,6 +156,9 @@ impl<'g> MatcherCompiler<'g> {
         if let Some(re) = &spec.prefix {
             parts.push(Matcher::Prefix(regex(re, &at("prefix"))?));
         }
+        if let Some(re) = &spec.every_prefix {
+            parts.push(Matcher::EveryPrefix(regex(re, &at("every_prefix"))?));
+        }
         if let Some(want) = spec.quoted {
             parts.push(Matcher::Quoted(want));
         }

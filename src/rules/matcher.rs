@@ -14,6 +14,8 @@
 //! | `folded: R` | the node is a constant string expression whose value matches R (see `python`/`bash` folding) |
 //! | `dynamic: true` | the node is *not* a constant: its value is only known at run time |
 //! | `plain: true` | the value is written out: a literal without interpolations, or a name bound once to one |
+//! | `prefix: R` | a known leading part of the value matches R (any of them, for a loop variable) |
+//! | `every_prefix: R` | every known leading part matches R (for exemptions) |
 //! | `may_be: R` | the node may evaluate to a string matching R: its value is unknown, or one of its possible values (a constant, or an element of a constant container it indexes) matches |
 //! | `call: {callee, arg, keyword}` | Python: a call whose resolved callee name matches (aliases followed) |
 //! | `resolves: [names]` | Python: the expression stands for one of these qualified names (`sp` → `subprocess`) |
@@ -57,6 +59,8 @@ pub enum Matcher {
     Resolves(NameSet, usize),
     MayBe(Regex),
     Prefix(Regex),
+    /// Every known leading part matches (and there is one).
+    EveryPrefix(Regex),
     Derived(Box<Matcher>),
     Quoted(bool),
 }

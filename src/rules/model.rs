@@ -72,6 +72,10 @@ pub struct MatcherSpec {
     /// else the constant text before the first part only known at run time (`"/etc/" + name`
     /// starts with `/etc/`), through names and loop variables.
     pub prefix: Option<String>,
+    /// Every known leading part of the node's value (as for `prefix`: each value of a loop
+    /// variable over constants) matches this regex: for exemptions, which must hold of whatever
+    /// the value turns out to be, where `prefix` holds when any one does.
+    pub every_prefix: Option<String>,
     /// Python: the node, or an expression its value comes from (through names bound once, `with`
     /// and `for` targets), has a descendant matching this.
     pub derived: Option<Box<MatcherSpec>>,

@@ -82,6 +82,7 @@ impl Matcher {
             | Matcher::MayBe(_)
             | Matcher::Resolves(..)
             | Matcher::Prefix(_)
+            | Matcher::EveryPrefix(_)
             | Matcher::Quoted(_) => 4,
             Matcher::Derived(m) => 8 + m.cost() / 4,
             Matcher::Not(m) => m.cost(),

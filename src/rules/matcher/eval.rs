@@ -50,6 +50,10 @@ impl Matcher {
                 },
             },
             Matcher::Prefix(re) => cx.sem.prefixes(node).iter().any(|p| re.is_match(p)),
+            Matcher::EveryPrefix(re) => {
+                let prefixes = cx.sem.prefixes(node);
+                !prefixes.is_empty() && prefixes.iter().all(|p| re.is_match(p))
+            }
             Matcher::Quoted(want) => {
                 let quoted = match &cx.sem {
                     Sem::Python(py) => py.fold_shell(node).is_some(),
@@ -274,6 +278,6 @@ fn derived<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool 
             || py
                 .grown(*n)
                 .iter()
-                .any(|g| g.id() != node.id() && derived(*g, inner, cx, depth + 1))
+                .any(|g| g.node.id() != node.id() && derived(g.node, inner, cx, depth + 1))
     })
 }

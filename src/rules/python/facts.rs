@@ -47,7 +47,7 @@ pub struct PyFacts<'t> {
     /// What a list, set or tuple bound to a name grows by afterwards (`paths += […]`,
     /// `paths.append(p)`, `paths.extend(more)`), with the literal it was first bound to when a
     /// `+=` made the name `Many`: every one of them is among its items.
-    pub(super) grown: HashMap<String, Vec<Node<'t>>>,
+    pub(super) grown: HashMap<String, Vec<Growth<'t>>>,
     /// Parameters of the script's functions and lambdas: the function and the position; `None`
     /// when two functions share the name.
     pub(super) params: HashMap<String, Option<(Node<'t>, u8)>>,
@@ -64,6 +64,14 @@ pub struct PyFacts<'t> {
     functions: rustc_hash::FxHashSet<String>,
     /// Names of the classes defined so far (their calls run `__init__`).
     pub(super) classes: rustc_hash::FxHashSet<String>,
+}
+
+/// What a list grew by ([`PyFacts::grown`]): a sequence whose items it took (`+= […]`,
+/// `extend(…)`, and the literal first bound), or one item (`append`, `insert`, `add`).
+#[derive(Debug, Clone, Copy)]
+pub struct Growth<'t> {
+    pub node: Node<'t>,
+    pub sequence: bool,
 }
 
 impl<'t> PyFacts<'t> {
@@ -149,8 +157,12 @@ impl<'t> PyFacts<'t> {
         if !self.is_sequence(k, &name) {
             return;
         }
-        if let Some(item) = PySem::new(k, self, src).positional(call).last().copied() {
-            self.grown.entry(name).or_default().push(item);
+        if let Some(node) = PySem::new(k, self, src).positional(call).last().copied() {
+            let sequence = text_of(method, src) == "extend";
+            self.grown
+                .entry(name)
+                .or_default()
+                .push(Growth { node, sequence });
         }
     }
 
@@ -369,10 +381,17 @@ impl<'t> PyFacts<'t> {
             && let Some(right) = node.child_by_field_id(k.f_right)
         {
             // `paths += [...]`: the first literal and each addition are among its items
+            let grown = self.grown.entry(name.clone()).or_default();
             if let Some(Binding::Value(first)) = self.bindings.get(&name).copied() {
-                self.grown.entry(name.clone()).or_default().push(first);
+                grown.push(Growth {
+                    node: first,
+                    sequence: true,
+                });
             }
-            self.grown.entry(name.clone()).or_default().push(right);
+            grown.push(Growth {
+                node: right,
+                sequence: true,
+            });
         }
         self.record(name.clone(), Binding::Many);
         let plus = node

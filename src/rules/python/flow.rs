@@ -5,7 +5,7 @@
 
 use tree_sitter::Node;
 
-use super::facts::Binding;
+use super::facts::{Binding, Growth};
 use super::ops::join_paths;
 use super::{PySem, function_of, ident};
 use crate::rules::grammar::{children, text};
@@ -50,7 +50,7 @@ impl<'a> PySem<'a> {
     }
 
     /// What the list or set a name holds grew by (`+=`, `append`, `extend` after it was bound).
-    pub fn grown(&self, node: Node<'a>) -> &[Node<'a>] {
+    pub fn grown(&self, node: Node<'a>) -> &[Growth<'a>] {
         self.facts
             .grown
             .get(&ident(node, self.src))
@@ -410,7 +410,15 @@ impl<'a> PySem<'a> {
         };
         for splat in children(args).filter(|c| c.kind_id() == self.k.dictionary_splat) {
             if let Some(mapping) = splat.named_child(0) {
-                out.extend(self.mapping_pairs(mapping, depth + 1));
+                let pairs = self.mapping_pairs(mapping, depth + 1);
+                if pairs.is_empty() && depth < MAX_FLOW_DEPTH {
+                    // `def run(cmd, **kw): subprocess.run(cmd, **kw)`: what its callers pass
+                    for call in self.keyword_rest_calls(mapping) {
+                        out.extend(self.keywords_with_splats(call, depth + 1));
+                    }
+                } else {
+                    out.extend(pairs);
+                }
             }
         }
         out

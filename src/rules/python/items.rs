@@ -361,6 +361,32 @@ impl<'a> PySem<'a> {
             .collect()
     }
 
+    /// `def run(cmd, **kw)`: the script's calls of the function whose `**name` parameter `name`
+    /// is (each call's keywords land in it, less those a named parameter takes: a superset).
+    pub(super) fn keyword_rest_calls(&self, name: Node<'a>) -> Vec<Node<'a>> {
+        if name.kind_id() != self.k.identifier {
+            return Vec::new();
+        }
+        let wanted = ident(name, self.src);
+        let Some(function) = enclosing_function(name) else {
+            return Vec::new();
+        };
+        let takes_rest = function
+            .child_by_field_id(self.k.f_parameters)
+            .into_iter()
+            .flat_map(|p| crate::rules::grammar::children(p).collect::<Vec<_>>())
+            .any(|p| {
+                p.kind() == "dictionary_splat_pattern"
+                    && p.named_child(0)
+                        .is_some_and(|n| ident(n, self.src) == wanted)
+            });
+        if takes_rest {
+            self.calls_of(function)
+        } else {
+            Vec::new()
+        }
+    }
+
     /// The script's calls of a `def` by its name (at most [`MAX_CALLS`]).
     fn calls_of(&self, function: Node<'a>) -> Vec<Node<'a>> {
         let Some(fname) = function

@@ -200,7 +200,16 @@ impl<'a> PySem<'a> {
                         .then(|| item.named_child(u32::from(i)))
                         .flatten(),
                 })
-                .flat_map(|item| self.prefixes_at(item, d))
+                .flat_map(|item| {
+                    // `[Path("."), *extra]`: the items of `extra`
+                    if item.kind_id() == k.list_splat {
+                        item.named_child(0)
+                            .map(|inner| self.item_prefixes(inner, at, d + 1))
+                            .unwrap_or_default()
+                    } else {
+                        self.prefixes_at(item, d)
+                    }
+                })
                 .collect();
         }
         // a constant dict: its keys (`for k in d`, `d.keys()`), values (`d.values()`) or both
@@ -212,10 +221,25 @@ impl<'a> PySem<'a> {
                 .flat_map(|item| self.prefixes_at(item, d))
                 .collect();
         }
-        if kind == k.identifier
-            && let Some(Binding::Value(v)) = self.binding(&ident(iterable, self.src))
-        {
-            return self.item_prefixes(v, at, d);
+        if kind == k.identifier {
+            let name = ident(iterable, self.src);
+            if let Some(Binding::Value(v)) = self.binding(&name) {
+                return self.item_prefixes(v, at, d);
+            }
+            // a list grown after it was bound (`files += glob(…)`, `files.append(p)`)
+            let grown = self.grown(iterable);
+            if !grown.is_empty() && d < MAX_FLOW_DEPTH {
+                return grown
+                    .iter()
+                    .flat_map(|g| {
+                        if g.sequence {
+                            self.item_prefixes(g.node, at, d + 1)
+                        } else {
+                            self.prefixes_at(g.node, d + 1)
+                        }
+                    })
+                    .collect();
+            }
         }
         if let Some(Binding::Value(v)) = self.attribute_binding(iterable) {
             return self.item_prefixes(v, at, d);
