@@ -35,6 +35,12 @@ pub fn check(declared: Language, text: &str) -> Option<Finding> {
             1,
         ));
     }
+    // A shebang naming a third language's interpreter (`#!/usr/bin/env node`, `#!/usr/bin/perl
+    // -w`) says what the script was written for, however much of it also parses as the declared
+    // language (`fs = require("fs")` is valid Python).
+    if let Some(name) = foreign::shebang(text) {
+        return Some(unsupported(name, declared));
+    }
     // A first line only a third language writes (`<?php`, `@echo off`, `package main`) settles it
     // whatever follows, even lines that look like the declared language's (`echo Hello %NAME%`).
     if let Some(name) = text
@@ -226,6 +232,20 @@ mod tests {
         let f = check(Language::Python, "#!/bin/bash\necho hi\n").expect("mismatch");
         assert_eq!(f.rule, "shebang-mismatch");
         assert!(check(Language::Bash, "#!/bin/bash\necho hi\n").is_none());
+    }
+
+    #[test]
+    fn a_third_languages_shebang_settles_it_even_when_the_rest_parses() {
+        // valid Python line by line, but written for node
+        let js = "#!/usr/bin/env node\nfs = require(\"fs\")\nreport = {}\nprint(report)\n";
+        let f = check(Language::Python, js).expect("JavaScript");
+        assert_eq!(f.rule, "unsupported-language");
+        assert!(f.message.contains("JavaScript"), "{}", f.message);
+        // valid Bash, but written for perl
+        let pl = "#!/usr/bin/perl -w\nuse strict;\nprint \"ok\\n\";\n";
+        assert!(check(Language::Bash, pl).is_some());
+        // the declared interpreter's own shebang is fine
+        assert!(check(Language::Python, "#!/usr/bin/env python3\nprint(1)\n").is_none());
     }
 
     #[test]

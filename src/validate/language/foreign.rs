@@ -16,7 +16,7 @@ pub(super) struct Foreign {
 }
 
 /// The interpreter a shebang names, when it is a third language.
-fn shebang(text: &str) -> Option<&'static str> {
+pub(super) fn shebang(text: &str) -> Option<&'static str> {
     let first = text.lines().next()?.strip_prefix("#!")?;
     let mut words = first.split_whitespace();
     let mut prog = words.next()?.rsplit('/').next()?;
