@@ -28,7 +28,7 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
         .chain(words::array_expansion(sem, command))
         .chain(words::word_splitting(sem, command))
         .chain(words::xargs_input(sem, command))
-        .chain(written::written_script(sem, command))
+        .chain(written::written_script(sem, cx, command))
         .collect();
     let (invocations, hot) = cx.bash_invocations(sem, command);
     if !hot {

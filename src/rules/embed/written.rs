@@ -9,14 +9,26 @@ use super::{Embedded, Origin};
 use crate::domain::script::Language;
 use crate::rules::bash::BashSem;
 use crate::rules::grammar::{children, children_in_field, text};
+use crate::rules::matcher::Cx;
 
 /// A script written out (see the module's comment): checked as the program it is.
-pub(super) fn written_script<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
+pub(super) fn written_script<'t>(
+    sem: &BashSem<'_>,
+    cx: &Cx<'t>,
+    command: Node<'t>,
+) -> Option<Embedded<'t>> {
     let k = sem.k;
     let name = command.child_by_field_id(k.f_name)?;
     let name_text = text(name, sem.src);
-    let statement = command
-        .parent()
+    // (the name first: a parent the walk did not record is found by descending from the root)
+    if !matches!(
+        name_text,
+        "cat" | "tee" | "/bin/cat" | "/usr/bin/tee" | "read" | "printf" | "echo"
+    ) {
+        return None;
+    }
+    let statement = cx
+        .parent(command)
         .filter(|p| p.kind_id() == k.redirected_statement)?;
     let program = |code: String, anchor: Node<'t>, verbatim_at: Option<usize>| {
         let language =

@@ -82,9 +82,11 @@ impl Matcher {
             | Matcher::MayBe(_)
             | Matcher::Resolves(..)
             | Matcher::Prefix(_)
-            | Matcher::EveryPrefix(_)
             | Matcher::Quoted(_) => 4,
             Matcher::Derived(m) => 8 + m.cost() / 4,
+            // only exemptions use it, after what they exempt from: it follows every value of
+            // every argument it is asked about
+            Matcher::EveryPrefix(_) => 40,
             Matcher::Not(m) => m.cost(),
             Matcher::After(m) => 2 + m.cost(),
             Matcher::Has(rel) | Matcher::Inside(rel) if !rel.stop_by_end => {
