@@ -65,7 +65,13 @@ pub(super) fn written_script<'t>(
                 .skip_while(|a| text(*a, sem.src).starts_with('-'))
                 .collect();
             let values: Option<Vec<String>> = args.iter().map(|a| sem.fold(*a)).collect();
-            let values = values?;
+            let mut values = values?;
+            // printf's format turns `\n` into a line break (`printf '#!/bin/sh\ncurl … | sh\n'`)
+            if name_text == "printf"
+                && let Some(format) = values.first_mut()
+            {
+                *format = printf_escapes(format);
+            }
             let anchor = *args.first()?;
             // a value that is a script itself, or the words printed (the arguments a `printf`
             // format is applied to, one a line)
@@ -81,6 +87,29 @@ pub(super) fn written_script<'t>(
         }
         _ => None,
     }
+}
+
+/// The common backslash escapes of a printf format (`\n`, `\t`, `\\`); others are kept as written.
+fn printf_escapes(format: &str) -> String {
+    let mut out = String::with_capacity(format.len());
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('\\') => out.push('\\'),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
 }
 
 /// The language a file written by a redirection (`> x.sh`) or by `tee x.py` is in, by its name.
