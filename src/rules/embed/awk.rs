@@ -19,6 +19,15 @@ pub(super) fn commands<'t>(sem: &BashSem<'_>, inv: &Invocation<'t>) -> Vec<Embed
         return Vec::new();
     };
     let Some(source) = sem.fold(program) else {
+        // `awk "BEGIN {exit !($auc < 0.70)}"`: shell values spliced into the program as operands
+        // of an expression (never where a name, a function or a string could come) leave a
+        // program that runs no command; anything else spliced in is code only known at run time
+        if let Some(source) = sem.fold_with(program, RUNTIME_WORD)
+            && values_are_operands(&source)
+            && sinks(&source).is_empty()
+        {
+            return Vec::new();
+        }
         return vec![embedded(sem, program, None)];
     };
     let mut vars = vars;
@@ -49,6 +58,31 @@ fn embedded<'t>(sem: &BashSem<'_>, program: Node<'t>, code: Option<String>) -> E
         code,
         anchor: program,
     }
+}
+
+/// Whether every run-time part of an awk program stands as an operand of an expression: between
+/// operators, parentheses or blanks, outside string literals, not called and not a name's part.
+fn values_are_operands(source: &str) -> bool {
+    if source.trim() == RUNTIME_WORD {
+        return false;
+    }
+    let mut seen = false;
+    for (at, _) in source.match_indices(RUNTIME_WORD) {
+        let before = source[..at].chars().next_back();
+        let after = source[at + RUNTIME_WORD.len()..]
+            .trim_start()
+            .chars()
+            .next();
+        let quotes = source[..at].matches('"').count() - source[..at].matches("\\\"").count();
+        let operand_before =
+            before.is_none_or(|c| c.is_whitespace() || "(!<>=+-*/%&|?:,".contains(c));
+        let operand_after = after.is_none_or(|c| "<>=!+-*/%)&|?:,;{}".contains(c));
+        if quotes % 2 == 1 || !operand_before || !operand_after {
+            return false;
+        }
+        seen = true;
+    }
+    seen
 }
 
 /// The program argument (the first operand, unless `-f` names a file) and the `-v` variables.
@@ -250,6 +284,29 @@ fn string_literal(s: &str) -> Option<(String, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_values_as_operands_leave_no_command() {
+        let v = RUNTIME_WORD;
+        assert!(super::values_are_operands(&format!(
+            "BEGIN {{exit !({v} < 0.70)}}"
+        )));
+        assert!(super::values_are_operands(&format!(
+            "$3 > {v} {{ print $1 }}"
+        )));
+        // called, part of a name, inside a string, or the whole program: not operands
+        assert!(!super::values_are_operands(&format!(
+            "BEGIN {{ {v}(\"id\") }}"
+        )));
+        assert!(!super::values_are_operands(&format!(
+            "BEGIN {{ x{v} = 1 }}"
+        )));
+        assert!(!super::values_are_operands(&format!(
+            "BEGIN {{ print \"{v}\" }}"
+        )));
+        assert!(!super::values_are_operands(v));
+        assert!(!super::values_are_operands("BEGIN { print 1 }"));
+    }
 
     #[test]
     fn commands_come_from_system_pipes_and_getline() {
