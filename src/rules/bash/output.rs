@@ -106,6 +106,14 @@ impl BashSem<'_> {
         Some(self.array_words(words)?.join(&separator))
     }
 
+    /// What a constant `printf`/`echo` command prints (its format applied, its escapes decoded).
+    pub(crate) fn printed(&self, command: Node<'_>) -> Option<String> {
+        let name = self.fold(command.child_by_field_id(self.k.f_name)?)?;
+        matches!(base_name(&name), "printf" | "echo")
+            .then(|| self.command_output(command, None, 0))
+            .flatten()
+    }
+
     /// The output of a constant command: `printf`/`echo` of constants, a decoder (`base64 -d`,
     /// `xxd -r -p`, `rev`) reading `input`, or `which`/`command -v`/`type -P` of a name (the name:
     /// what path rules and interpreter lookups compare).

@@ -58,58 +58,16 @@ pub(super) fn written_script<'t>(
             )
         }
         // `printf '%s\n' "$hook" > "$repo/.git/hooks/post-merge"` with `hook='#!/bin/sh …'`;
-        // `echo 'cp /bin/bash /tmp/x; chmod 4755 /tmp/x' > /tmp/c.sh`
+        // `printf '#!/bin/sh\ncurl … | sh\n' > …`; `echo 'cp /bin/bash /tmp/x; chmod 4755 /tmp/x'
+        // > /tmp/c.sh`: what the command prints
         "printf" | "echo" => {
-            let args: Vec<Node<'t>> = children_in_field(command, k.f_argument)
+            let anchor = children_in_field(command, k.f_argument)
                 .into_iter()
-                .skip_while(|a| text(*a, sem.src).starts_with('-'))
-                .collect();
-            let values: Option<Vec<String>> = args.iter().map(|a| sem.fold(*a)).collect();
-            let mut values = values?;
-            // printf's format turns `\n` into a line break (`printf '#!/bin/sh\ncurl … | sh\n'`)
-            if name_text == "printf"
-                && let Some(format) = values.first_mut()
-            {
-                *format = printf_escapes(format);
-            }
-            let anchor = *args.first()?;
-            // a value that is a script itself, or the words printed (the arguments a `printf`
-            // format is applied to, one a line)
-            if let Some(script) = values.iter().find(|v| v.trim_start().starts_with("#!")) {
-                return program(script.clone(), anchor, None);
-            }
-            let code = match (name_text, values.split_first()) {
-                ("printf", Some((format, rest))) if format.contains('%') => rest.join("\n"),
-                ("printf", Some((format, _))) => format.clone(),
-                _ => values.join(" "),
-            };
-            program(code, anchor, None)
+                .next()?;
+            program(sem.printed(command)?, anchor, None)
         }
         _ => None,
     }
-}
-
-/// The common backslash escapes of a printf format (`\n`, `\t`, `\\`); others are kept as written.
-fn printf_escapes(format: &str) -> String {
-    let mut out = String::with_capacity(format.len());
-    let mut chars = format.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('\\') => out.push('\\'),
-            Some(other) => {
-                out.push('\\');
-                out.push(other);
-            }
-            None => out.push('\\'),
-        }
-    }
-    out
 }
 
 /// The language a file written by a redirection (`> x.sh`) or by `tee x.py` is in, by its name.
