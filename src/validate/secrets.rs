@@ -259,6 +259,19 @@ mod tests {
     }
 
     #[test]
+    fn literals_unpacked_into_credential_names_are_scanned_under_the_name() {
+        let unpacked = "HOST, USER, PASSWORD = \"mail.example.net\", \"archive\", \"Rv8!mQ2#tLw\"\nimap.login(USER, PASSWORD)\n";
+        assert!(!secret_rules(Language::Python, unpacked).is_empty());
+        // the same line with no credential among the names, and a password read at run time
+        for case in [
+            "HOST, USER, FOLDER = \"mail.example.net\", \"archive\", \"Rv8-mQ2-tLw\"\n",
+            "USER, PASSWORD = \"archive\", os.environ[\"IMAP_PASSWORD\"]\n",
+        ] {
+            assert_eq!(secret_rules(Language::Python, case), Vec::<String>::new());
+        }
+    }
+
+    #[test]
     fn secrets_split_across_literals_are_put_together() {
         for (language, cases) in [
             (Language::Python, SPLIT_PYTHON),

@@ -43,6 +43,10 @@ pub fn fold_all<'t>(nodes: &[Node<'t>], src: &str, sem: &Sem<'_>) -> Vec<Folded<
             out.push(slot);
             continue;
         }
+        if let Some(pairs) = unpacked_credentials(node, src, sem) {
+            out.extend(pairs);
+            continue;
+        }
         if node.start_byte() < covered_until || !assembles(node, src) || !sem.may_fold(node) {
             continue;
         }
@@ -83,6 +87,65 @@ pub fn fold_all<'t>(nodes: &[Node<'t>], src: &str, sem: &Sem<'_>) -> Vec<Folded<
     out
 }
 
+/// Whether a name reads as a credential's (`DST_PASS`, `api_key`, `authToken`).
+fn credential_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    [
+        "pass",
+        "pwd",
+        "secret",
+        "token",
+        "key",
+        "auth",
+        "credential",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+        && name.len() <= 64
+        && !name.contains('\n')
+}
+
+/// `HOST, USER, PASSWORD = "imap.example", "me", "…"`: one assignment unpacking literals into
+/// names. Each credential-named target is scanned as `NAME = "value"`, so the rules keyed on the
+/// name see the value it gets (the line itself puts the names far from their values).
+fn unpacked_credentials<'t>(node: Node<'t>, src: &str, sem: &Sem<'_>) -> Option<Vec<Folded<'t>>> {
+    if node.kind() != "assignment" {
+        return None;
+    }
+    let targets = node.child_by_field_name("left")?;
+    let values = node.child_by_field_name("right")?;
+    if !matches!(targets.kind(), "pattern_list" | "tuple_pattern")
+        || !matches!(values.kind(), "expression_list" | "tuple")
+    {
+        return None;
+    }
+    let named = |n: Node<'t>| {
+        let mut cursor = n.walk();
+        n.named_children(&mut cursor)
+            .filter(|c| c.kind() != "comment")
+            .collect::<Vec<_>>()
+    };
+    let (targets, values) = (named(targets), named(values));
+    if targets.len() != values.len() {
+        return None;
+    }
+    let out: Vec<Folded<'t>> = targets
+        .iter()
+        .zip(&values)
+        .filter(|(t, _)| t.kind() == "identifier" && credential_name(&src[t.byte_range()]))
+        .filter_map(|(t, v)| {
+            let value = sem.fold(*v).filter(|v| v.len() >= 8)?;
+            let prefix = format!("{} = \"", &src[t.byte_range()]);
+            Some(Folded {
+                node: *v,
+                value_at: prefix.len(),
+                text: format!("{prefix}{value}\""),
+            })
+        })
+        .collect();
+    Some(out)
+}
+
 /// `{"DD-API-KEY": k}`, `f(api_key=k)`, `TOKEN = k`: a credential-named slot given a name whose
 /// value is a constant (`k = base64.b64decode("…").decode()` earlier). The value is scanned under
 /// the slot's name, so rules keyed on the name see it; a slot holding an expression is folded as
@@ -93,19 +156,7 @@ fn credential_slot<'t>(node: Node<'t>, src: &str, sem: &Sem<'_>) -> Option<Folde
     };
     let (name, value) = py.slot_given_a_name(node)?;
     let name = src[name.byte_range()].trim_matches(['"', '\'']);
-    let lower = name.to_ascii_lowercase();
-    let credential = [
-        "pass",
-        "pwd",
-        "secret",
-        "token",
-        "key",
-        "auth",
-        "credential",
-    ]
-    .iter()
-    .any(|w| lower.contains(w));
-    if !credential || name.len() > 64 || name.contains('\n') {
+    if !credential_name(name) {
         return None;
     }
     let value_text = sem.fold(value).filter(|v| v.len() >= 8)?;
