@@ -106,3 +106,24 @@ fn a_function_that_runs_its_parameter_is_checked_with_each_callers_argv() {
     let harmless = "import subprocess\ndef quiet(cmd):\n    subprocess.run(cmd, stdout=subprocess.DEVNULL)\nquiet([\"git\", \"status\"])\nquiet([\"make\", \"test\"])\n";
     assert_eq!(blocking(harmless), Vec::<String>::new());
 }
+
+#[test]
+fn a_shell_helper_called_with_constants_runs_each_of_them() {
+    let helper = "import subprocess\ndef sh(cmd):\n    return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout\n";
+    // every call passes a constant: no run-time command line, and each is checked as Bash
+    let constants = format!("{helper}print(sh(\"uptime -p\"))\nprint(f\"{{sh('df -h')}}\")\n");
+    assert_eq!(blocking(&constants), Vec::<String>::new());
+    let harmful = format!("{helper}print(sh(\"uptime -p\"))\nprint(f\"{{sh('rm -rf /')}}\")\n");
+    assert_eq!(blocking(&harmful), ["bash-rm-root"]);
+    // a call with a value known only at run time, or the helper handed on under another name
+    for rest in [
+        "sh(\"uptime -p\")\nsh(input())\n",
+        "sh(\"uptime -p\")\nsh(\"df -h\")\nrun = sh\nrun(input())\n",
+    ] {
+        assert_eq!(
+            blocking(&format!("{helper}{rest}")),
+            ["python-subprocess-shell"],
+            "{rest}"
+        );
+    }
+}

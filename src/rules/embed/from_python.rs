@@ -267,28 +267,31 @@ fn shell_command_lines<'t>(
         return None;
     }
     let command = *args.first()?;
-    // a constant, or each of the constants a loop variable takes (`for cmd in CMDS`)
-    let codes = match sem.fold_shell(command) {
-        Some(code) => vec![code],
-        None => {
-            let mut values = sem.possible_values(command)?;
-            values.truncate(MAX_LINES);
-            values
-        }
+    let line = |code: String, anchor: Node<'t>| Embedded {
+        interpreter: "sh -c".into(),
+        language: Some(Language::Bash),
+        verbatim_at: verbatim(sem.src, anchor, &code),
+        origin: Origin::Local,
+        code: Some(code),
+        anchor,
     };
-    Some(
-        codes
-            .into_iter()
-            .map(|code| Embedded {
-                interpreter: "sh -c".into(),
-                language: Some(Language::Bash),
-                verbatim_at: verbatim(sem.src, command, &code),
-                origin: Origin::Local,
-                code: Some(code),
-                anchor: command,
-            })
-            .collect(),
-    )
+    // a constant, or each of the constants a loop variable takes (`for cmd in CMDS`)
+    if let Some(code) = sem.fold_shell(command) {
+        return Some(vec![line(code, command)]);
+    }
+    if let Some(mut values) = sem.possible_values(command) {
+        values.truncate(MAX_LINES);
+        return Some(values.into_iter().map(|code| line(code, command)).collect());
+    }
+    // a parameter of the enclosing function (`def sh(cmd): subprocess.run(cmd, shell=True)`):
+    // the command line each of the script's calls passes, checked where it is written
+    let passed: Vec<Embedded<'t>> = sem
+        .forwarded_args(command)
+        .into_iter()
+        .filter_map(|(_, passed)| Some(line(sem.fold_shell(passed)?, passed)))
+        .take(MAX_LINES)
+        .collect();
+    (!passed.is_empty()).then_some(passed)
 }
 
 /// `["bash", "-c", code]`: the inline program in an argv list.

@@ -64,10 +64,12 @@ impl Matcher {
             Matcher::Derived(inner) => derived(node, inner, cx, 0),
             Matcher::Dynamic(want) => {
                 // a Python loop variable over constants (`for cmd in CMDS`) takes known values
-                // only (Bash's loop values are asked for where a rule needs them: costly there)
+                // only, and so does a parameter every call of its function gives a constant
+                // (Bash's loop values are asked for where a rule needs them: costly there)
                 let constant = cx.sem.is_literal(node)
                     || cx.fold(node).is_some()
-                    || matches!(&cx.sem, Sem::Python(py) if py.possible_values(node).is_some());
+                    || matches!(&cx.sem, Sem::Python(py) if py.possible_values(node).is_some()
+                        || py.parameter_always_constant(node));
                 constant != *want
             }
             Matcher::Plain(want) => {
@@ -218,7 +220,8 @@ impl Relation {
 }
 
 /// `derived:`: `node` or a descendant matches `inner`, or so does an expression a name inside it
-/// is bound to (Python; names followed at most four deep).
+/// is bound to, or the body of a function of the script it calls (Python; names and calls followed
+/// at most four deep).
 fn derived<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool {
     if inner.matches(node, cx) {
         return true;
@@ -228,6 +231,10 @@ fn derived<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool 
         return false;
     };
     let mut names: Vec<Node<'t>> = Vec::new();
+    let mut calls: Vec<Node<'t>> = Vec::new();
+    if node.kind_id() == py.k.call {
+        calls.push(node);
+    }
     let found = cx.with_cursor(node, |cursor| {
         let mut level = 0usize;
         if !cursor.goto_first_child() {
@@ -241,6 +248,8 @@ fn derived<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool 
             }
             if n.kind_id() == py.k.identifier {
                 names.push(n);
+            } else if n.kind_id() == py.k.call {
+                calls.push(n);
             }
             if cursor.goto_first_child() {
                 level += 1;
@@ -266,18 +275,24 @@ fn derived<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool 
     if depth >= 4 {
         return false;
     }
-    names.iter().any(|n| {
-        let bound = match py.binding_of(*n) {
-            Some(Binding::Value(v)) | Some(Binding::Item(v, _)) => {
-                v.id() != node.id() && derived(v, inner, cx, depth + 1)
-            }
-            _ => false,
-        };
-        // (a list that grew: `targets += [...]`, `targets.append(p)`)
-        bound
-            || py
-                .grown(*n)
-                .iter()
-                .any(|g| g.node.id() != node.id() && derived(g.node, inner, cx, depth + 1))
-    })
+    // `compact(p, key)` in a loop: what the script's own function does with them
+    let called = calls.iter().any(|call| {
+        py.called_body(*call)
+            .is_some_and(|body| body.id() != node.id() && derived(body, inner, cx, depth + 1))
+    });
+    called
+        || names.iter().any(|n| {
+            let bound = match py.binding_of(*n) {
+                Some(Binding::Value(v)) | Some(Binding::Item(v, _)) => {
+                    v.id() != node.id() && derived(v, inner, cx, depth + 1)
+                }
+                _ => false,
+            };
+            // (a list that grew: `targets += [...]`, `targets.append(p)`)
+            bound
+                || py
+                    .grown(*n)
+                    .iter()
+                    .any(|g| g.node.id() != node.id() && derived(g.node, inner, cx, depth + 1))
+        })
 }

@@ -35,7 +35,8 @@ impl<'a> PySem<'a> {
     /// loop binds to each item of a constant list, tuple or set, with those items.
     fn loop_variable(&self, node: Node<'a>, depth: u8) -> Option<(Node<'a>, Vec<Node<'a>>)> {
         const MAX_ITEMS: usize = 64;
-        if depth > 4 {
+        // (deep enough for `(home / rel).resolve()`: call, attribute, parentheses, operator)
+        if depth > 6 {
             return None;
         }
         if node.kind_id() == self.k.identifier {
@@ -346,6 +347,13 @@ impl<'a> PySem<'a> {
             (Some(0), Some(top)) if named(&["os.walk"]) => self.prefixes_at(*top, d),
             _ => Vec::new(),
         }
+    }
+
+    /// The body of the script's own function a call runs (`compact(p, key)` → the body of
+    /// `def compact`), if it calls one.
+    pub fn called_body(&self, call: Node<'a>) -> Option<Node<'a>> {
+        let def = self.local_function(super::function_of(call)?)?;
+        def.child_by_field_id(self.k.f_body)
     }
 
     /// The module-level `def` a called name refers to (`cache_dirs` in `cache_dirs()`), or the
