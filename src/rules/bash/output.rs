@@ -156,6 +156,10 @@ impl BashSem<'_> {
                 }
                 program.clone()
             }
+            // `dirname "$HOME/projects"` is `~`: one constant path, its parent
+            ("dirname", None) if args.len() == 1 && !args[0].starts_with('-') => {
+                parent_dir(&args[0])
+            }
             ("base64", Some(data)) if flags(&["-d", "--decode", "-D"]) => {
                 codec::decode_base64(data.trim(), data.contains(['-', '_']))?
             }
@@ -177,6 +181,30 @@ impl BashSem<'_> {
             _ => return None,
         };
         Some(output)
+    }
+}
+
+/// What `dirname` prints for a path: the path without its last component (trailing slashes
+/// ignored); `.` for a bare name, `/` for the root.
+fn parent_dir(path: &str) -> String {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return if path.is_empty() {
+            ".".into()
+        } else {
+            "/".into()
+        };
+    }
+    match trimmed.rfind('/') {
+        None => ".".into(),
+        Some(at) => {
+            let parent = trimmed[..at].trim_end_matches('/');
+            if parent.is_empty() {
+                "/".into()
+            } else {
+                parent.into()
+            }
+        }
     }
 }
 
@@ -226,5 +254,19 @@ mod tests {
         );
         assert_eq!(printf_strings("100%%", &[]).as_deref(), Some("100%"));
         assert_eq!(printf_strings("%d", &args(&["1"])), None);
+    }
+
+    #[test]
+    fn dirname_is_the_parent_path() {
+        for (path, parent) in [
+            ("~/projects", "~"),
+            ("/srv/app/", "/srv"),
+            ("/srv", "/"),
+            ("/", "/"),
+            ("name", "."),
+            ("a//b", "a"),
+        ] {
+            assert_eq!(parent_dir(path), parent, "{path}");
+        }
     }
 }

@@ -13,6 +13,8 @@ use super::*;
 /// Functions (last name segment) whose result can be a constant when their arguments are.
 const FOLDING_FUNCTIONS: &[&str] = &[
     "expanduser",
+    "resolve",
+    "absolute",
     "abspath",
     "realpath",
     "normpath",
@@ -368,7 +370,8 @@ impl<'a> PySem<'a> {
             "format" => str_format(&self.fold_at(object, d)?, &self.fold_args(args, d)?, &[]),
             "fromhex" => decode_hex(&arg(0)?),
             // pathlib: `Path("~/.bashrc").expanduser()` keeps `~`, as path rules compare with it
-            "expanduser" if args.is_empty() => self.fold_at(object, d),
+            // (`resolve()` and `absolute()` likewise: the same place, as the rules name it)
+            "expanduser" | "resolve" | "absolute" if args.is_empty() => self.fold_at(object, d),
             _ => None,
         }
     }
