@@ -77,7 +77,8 @@ pub struct MatcherSpec {
     /// the value turns out to be, where `prefix` holds when any one does.
     pub every_prefix: Option<String>,
     /// Python: the node, or an expression its value comes from (through names bound once, `with`
-    /// and `for` targets), has a descendant matching this.
+    /// and `for` targets), or the body of a function of the script it calls, has a descendant
+    /// matching this.
     pub derived: Option<Box<MatcherSpec>>,
     /// `true`: the node is a command string whose run-time parts are all shell-quoted
     /// (`shlex.quote`), or a constant.
