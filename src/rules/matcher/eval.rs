@@ -130,13 +130,21 @@ impl Matcher {
             Matcher::Command(spec) => cx.leaf_possible(spec.slot, || {
                 cx.script_names().iter().any(|n| spec.name.contains(n))
             }),
-            Matcher::All(_) | Matcher::Any(_) | Matcher::Has(_) | Matcher::Inside(_) => cx
-                .composite_possible(std::ptr::from_ref(self) as usize, || match self {
+            // (`derived` only looks at nodes of this script: what its inner matcher cannot
+            // match anywhere, it cannot reach through a name or a call either)
+            Matcher::All(_)
+            | Matcher::Any(_)
+            | Matcher::Has(_)
+            | Matcher::Inside(_)
+            | Matcher::Derived(_) => {
+                cx.composite_possible(std::ptr::from_ref(self) as usize, || match self {
                     Matcher::All(ms) => ms.iter().all(|m| m.possible(cx)),
                     Matcher::Any(ms) => ms.iter().any(|m| m.possible(cx)),
                     Matcher::Has(rel) | Matcher::Inside(rel) => rel.inner.possible(cx),
+                    Matcher::Derived(inner) => inner.possible(cx),
                     _ => true,
-                }),
+                })
+            }
             _ => true,
         }
     }

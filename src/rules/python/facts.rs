@@ -62,6 +62,9 @@ pub struct PyFacts<'t> {
     pub(super) loop_scopes: HashMap<String, Vec<(usize, usize, Binding<'t>)>>,
     /// Names of the functions defined so far (`def f`, `f = lambda …`).
     functions: rustc_hash::FxHashSet<String>,
+    /// The `def` statements by name, at any depth (a call finds its function without climbing
+    /// the tree).
+    defs: HashMap<String, Vec<Node<'t>>>,
     /// Names of the classes defined so far (their calls run `__init__`).
     pub(super) classes: rustc_hash::FxHashSet<String>,
 }
@@ -122,6 +125,16 @@ impl<'t> PyFacts<'t> {
                 self.consts.insert(ident(name, src), None);
             }
         }
+    }
+
+    /// Whether the script defines a function or method of this name (`def name`, `name = lambda`).
+    pub(super) fn defines_function(&self, name: &str) -> bool {
+        self.functions.contains(name)
+    }
+
+    /// The `def` statements of this name, in document order.
+    pub(super) fn defs_named(&self, name: &str) -> &[Node<'t>] {
+        self.defs.get(name).map_or(&[], Vec::as_slice)
     }
 
     /// Whether `name` is bound once to a dict literal or a `dict(…)` call.
@@ -195,6 +208,12 @@ impl<'t> PyFacts<'t> {
     fn observe_parameters(&mut self, k: &PyKinds, function: Node<'t>, src: &str) {
         if let Some(name) = function_name(function, src) {
             self.functions.insert(name.to_string());
+            if function.kind_id() == k.function_definition {
+                self.defs
+                    .entry(name.to_string())
+                    .or_default()
+                    .push(function);
+            }
         }
         let Some(parameters) = function.child_by_field_id(k.f_parameters) else {
             return;

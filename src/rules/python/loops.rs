@@ -359,21 +359,22 @@ impl<'a> PySem<'a> {
     /// The module-level `def` a called name refers to (`cache_dirs` in `cache_dirs()`), or the
     /// method of the enclosing class `self.name()` calls.
     fn local_function(&self, func: Node<'a>) -> Option<Node<'a>> {
-        // most calls name no function of the script: its text says so without climbing the tree
+        // most calls name no function of the script: the names the walk saw defined say so
+        // without climbing the tree
         let last = text(func, self.src).rsplit('.').next().unwrap_or_default();
-        if last.is_empty()
-            || !memchr::memmem::find_iter(self.src.as_bytes(), b"def ")
-                .any(|at| self.src[at + 4..].trim_start().starts_with(last))
-        {
+        if !self.facts.defines_function(last) {
             return None;
         }
         // `cache_dirs()` at module level, or `self.stale_dirs()` in the class it is called in
         let (name, scope) = if func.kind_id() == self.k.identifier {
-            let mut root = func;
-            while let Some(parent) = root.parent() {
-                root = parent;
-            }
-            (text(func, self.src), root)
+            // (the defs of that name the walk saw, the one at module level: its parent is the
+            // module, or a decorated definition that is)
+            let top_level = |n: Node<'a>| n.parent().is_some_and(|p| p.kind() == "module");
+            return self.facts.defs_named(last).iter().copied().find(|def| {
+                def.parent().is_some_and(|p| {
+                    p.kind() == "module" || (p.kind() == "decorated_definition" && top_level(p))
+                })
+            });
         } else if func.kind_id() == self.k.attribute
             && func
                 .child_by_field_id(self.k.f_object)
