@@ -109,14 +109,16 @@ fn credential_name(name: &str) -> bool {
 /// names. Each credential-named target is scanned as `NAME = "value"`, so the rules keyed on the
 /// name see the value it gets (the line itself puts the names far from their values).
 fn unpacked_credentials<'t>(node: Node<'t>, src: &str, sem: &Sem<'_>) -> Option<Vec<Folded<'t>>> {
+    // (asked of every assignment: the common `name = value` leaves at its first child)
     if node.kind() != "assignment" {
         return None;
     }
-    let targets = node.child_by_field_name("left")?;
+    let targets = node.child(0)?;
+    if !matches!(targets.kind(), "pattern_list" | "tuple_pattern") {
+        return None;
+    }
     let values = node.child_by_field_name("right")?;
-    if !matches!(targets.kind(), "pattern_list" | "tuple_pattern")
-        || !matches!(values.kind(), "expression_list" | "tuple")
-    {
+    if !matches!(values.kind(), "expression_list" | "tuple") {
         return None;
     }
     let named = |n: Node<'t>| {
