@@ -205,7 +205,7 @@ impl<'a> PySem<'a> {
         };
         let bindings = self.facts.parameter_bindings(self.k, &name, self.src);
         // (fewer than the most call sites looked at: none was left out)
-        if bindings.is_empty() || bindings.len() >= 8 {
+        if bindings.is_empty() || bindings.len() >= super::params::MAX_PARAMETER_CALLS {
             return false;
         }
         let constant = bindings.iter().all(|b| match b {

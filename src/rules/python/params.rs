@@ -11,7 +11,7 @@ use super::facts::{Binding, PyFacts, enclosing_class, function_name};
 pub(super) type ParameterSite = (usize, usize, bool);
 
 /// The call sites of a function looked at for what a parameter takes.
-const MAX_PARAMETER_CALLS: usize = 8;
+pub(super) const MAX_PARAMETER_CALLS: usize = 8;
 
 impl<'t> PyFacts<'t> {
     /// What a parameter takes from its function's one call site: the argument at its position
