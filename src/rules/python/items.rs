@@ -185,36 +185,6 @@ impl<'a> PySem<'a> {
         Some((node.child_by_field_id(slot)?, value))
     }
 
-    /// Whether a parameter of a plain function is given a constant at every call of it
-    /// (`def sh(cmd)` called only as `sh("uptime -p")`, `sh("df -h")`): every mention of the
-    /// function's name is its `def` or a call passing a constant there, so no other caller can
-    /// hand it anything else.
-    pub fn parameter_always_constant(&self, node: Node<'a>) -> bool {
-        if node.kind_id() != self.k.identifier {
-            return false;
-        }
-        let name = ident(node, self.src);
-        if !self.facts.shadowed_by_parameter(&name, node.start_byte()) {
-            return false;
-        }
-        let Some(Some((function, _))) = self.facts.params.get(name.as_str()).copied() else {
-            return false;
-        };
-        let Some(function_name) = super::facts::function_name(function, self.src) else {
-            return false;
-        };
-        let bindings = self.facts.parameter_bindings(self.k, &name, self.src);
-        // (fewer than the most call sites looked at: none was left out)
-        if bindings.is_empty() || bindings.len() >= super::params::MAX_PARAMETER_CALLS {
-            return false;
-        }
-        let constant = bindings.iter().all(|b| match b {
-            Binding::Value(v) => self.possible_values(*v).is_some(),
-            _ => false,
-        });
-        constant && word_count(self.src, function_name) == bindings.len() + 1
-    }
-
     /// Values a parameter is known to take at some of its function's call sites (`compact(p)` for
     /// each globbed `p`, then `compact(extra)` for each of a constant tuple): the ones known, for
     /// rules asking whether a value *may* match; not a proof that the parameter is constant.
@@ -445,15 +415,4 @@ fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
         current = n.parent();
     }
     None
-}
-
-/// How many times `word` occurs in `src` as a whole identifier.
-fn word_count(src: &str, word: &str) -> usize {
-    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
-    memchr::memmem::find_iter(src.as_bytes(), word.as_bytes())
-        .filter(|&at| {
-            !src[..at].chars().next_back().is_some_and(is_ident)
-                && !src[at + word.len()..].chars().next().is_some_and(is_ident)
-        })
-        .count()
 }

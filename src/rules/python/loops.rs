@@ -365,32 +365,30 @@ impl<'a> PySem<'a> {
         if !self.facts.defines_function(last) {
             return None;
         }
-        // `cache_dirs()` at module level, or `self.stale_dirs()` in the class it is called in
-        let (name, scope) = if func.kind_id() == self.k.identifier {
-            // (the defs of that name the walk saw, the one at module level: its parent is the
-            // module, or a decorated definition that is)
+        // `cache_dirs()`: the def of that name the walk saw at module level (its parent is the
+        // module, or a decorated definition that is)
+        if func.kind_id() == self.k.identifier {
             let top_level = |n: Node<'a>| n.parent().is_some_and(|p| p.kind() == "module");
             return self.facts.defs_named(last).iter().copied().find(|def| {
                 def.parent().is_some_and(|p| {
                     p.kind() == "module" || (p.kind() == "decorated_definition" && top_level(p))
                 })
             });
-        } else if func.kind_id() == self.k.attribute
-            && func
+        }
+        // `self.stale_dirs()`: a method of the class it is called in
+        if func.kind_id() != self.k.attribute
+            || func
                 .child_by_field_id(self.k.f_object)
-                .is_some_and(|o| text(o, self.src) == "self")
+                .is_none_or(|o| text(o, self.src) != "self")
         {
-            let mut class = func.parent()?;
-            while class.kind_id() != self.k.class_definition {
-                class = class.parent()?;
-            }
-            (
-                text(func.child_by_field_id(self.k.f_attribute)?, self.src),
-                class.child_by_field_id(self.k.f_body)?,
-            )
-        } else {
             return None;
-        };
+        }
+        let mut class = func.parent()?;
+        while class.kind_id() != self.k.class_definition {
+            class = class.parent()?;
+        }
+        let name = text(func.child_by_field_id(self.k.f_attribute)?, self.src);
+        let scope = class.child_by_field_id(self.k.f_body)?;
         children(scope)
             .map(|c| {
                 if c.kind() == "decorated_definition" {

@@ -1,17 +1,18 @@
 //! Parameters: what a function's parameter takes at the script's calls of that function (its
-//! one call site's argument, or each known argument of several), found once per name.
+//! one call site's argument, or each known argument of several), found once per name, and
+//! whether every call gives it a constant.
 
 use tree_sitter::Node;
 
-use super::PyKinds;
 use super::facts::{Binding, PyFacts, enclosing_class, function_name};
+use super::{PyKinds, ident};
 
 /// Where a parameter gets a value: the call's index in [`PyFacts::calls`], the argument's
 /// position, and whether the parameter takes each item of that argument (`map`/`filter`).
 pub(super) type ParameterSite = (usize, usize, bool);
 
 /// The call sites of a function looked at for what a parameter takes.
-pub(super) const MAX_PARAMETER_CALLS: usize = 8;
+const MAX_PARAMETER_CALLS: usize = 8;
 
 impl<'t> PyFacts<'t> {
     /// What a parameter takes from its function's one call site: the argument at its position
@@ -192,4 +193,47 @@ impl CalleeIs<'_> {
             CalleeIs::Class(name) => callee == name,
         }
     }
+}
+
+impl<'a> super::PySem<'a> {
+    /// Whether a parameter of a plain function is given a constant at every call of it
+    /// (`def sh(cmd)` called only as `sh("uptime -p")`, `sh("df -h")`): every mention of the
+    /// function's name is its `def` or a call passing a constant there, so no other caller can
+    /// hand it anything else.
+    pub fn parameter_always_constant(&self, node: Node<'a>) -> bool {
+        if node.kind_id() != self.k.identifier {
+            return false;
+        }
+        let name = ident(node, self.src);
+        if !self.facts.shadowed_by_parameter(&name, node.start_byte()) {
+            return false;
+        }
+        let Some(Some((function, _))) = self.facts.params.get(name.as_str()).copied() else {
+            return false;
+        };
+        let Some(function_name) = function_name(function, self.src) else {
+            return false;
+        };
+        let bindings = self.facts.parameter_bindings(self.k, &name, self.src);
+        // (fewer than the most call sites looked at: none was left out)
+        if bindings.is_empty() || bindings.len() >= MAX_PARAMETER_CALLS {
+            return false;
+        }
+        let constant = bindings.iter().all(|b| match b {
+            Binding::Value(v) => self.possible_values(*v).is_some(),
+            _ => false,
+        });
+        constant && word_count(self.src, function_name) == bindings.len() + 1
+    }
+}
+
+/// How many times `word` occurs in `src` as a whole identifier.
+fn word_count(src: &str, word: &str) -> usize {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    memchr::memmem::find_iter(src.as_bytes(), word.as_bytes())
+        .filter(|&at| {
+            !src[..at].chars().next_back().is_some_and(is_ident)
+                && !src[at + word.len()..].chars().next().is_some_and(is_ident)
+        })
+        .count()
 }
