@@ -13,6 +13,9 @@ use crate::rules::grammar::{children_in_field, text};
 #[derive(Debug, Default)]
 pub struct BashFacts {
     pub(super) consts: FxHashMap<String, Option<String>>,
+    /// Variables assigned once to a value only partly known (`ws="preview-pr-$PR"`): the known
+    /// leading parts of that value; `None` once assigned again.
+    pub(super) leads: FxHashMap<String, Option<Vec<String>>>,
     /// Loop variables of `for v in WORDS`: the words' values when all are constants.
     pub(super) loops: FxHashMap<String, Option<Vec<String>>>,
     /// Arrays assigned once to constant words (`parts=(c u r l)`).
@@ -97,11 +100,16 @@ impl BashFacts {
             let appends = src
                 .get(node.start_byte()..)
                 .is_some_and(|t| t[name.len().min(t.len())..].starts_with("+="));
+            let first = !self.consts.contains_key(&name);
             let value = match (self.consts.get(&name), appends) {
                 (None, false) => value,
                 (Some(Some(before)), true) => value.map(|v| format!("{before}{v}")),
                 _ => None,
             };
+            if value.is_none() {
+                let leads = first.then(|| self.assigned_leads(k, node, src)).flatten();
+                self.leads.insert(name.clone(), leads);
+            }
             self.consts.insert(name, value);
         } else if kind == k.for_statement {
             if let Some(var) = node.child_by_field_id(k.f_variable) {
@@ -277,6 +285,23 @@ impl BashFacts {
             .fold(v),
             None => Some(String::new()),
         }
+    }
+
+    /// The known leading parts of a value only partly known (a string or a word glued from
+    /// parts), for [`BashSem::prefixes`].
+    fn assigned_leads(&self, k: &BashKinds, node: Node<'_>, src: &str) -> Option<Vec<String>> {
+        let value = node.child_by_field_id(k.f_value)?;
+        if value.kind_id() != k.string && value.kind_id() != k.concatenation {
+            return None;
+        }
+        let leads = BashSem {
+            k,
+            facts: self,
+            src,
+            interpreters: None,
+        }
+        .prefixes(value);
+        (!leads.is_empty()).then_some(leads)
     }
 
     /// `name[key]=value`: one more entry of an associative array, in document order.

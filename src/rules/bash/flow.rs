@@ -67,19 +67,49 @@ impl BashSem<'_> {
         if let Some(values) = self.values_at(node, 0) {
             return values;
         }
+        // `"$ws"` with `ws="preview-$PR"`: the leading parts of what it was assigned
+        if let Some(leads) = self.leads_of(node) {
+            return leads.to_vec();
+        }
         let mut out = vec![String::new()];
         for part in self.parts(node).unwrap_or_default() {
             let values = match part {
                 Part::Text(t) => vec![t],
                 Part::Node(n) => match self.values_at(n, 1) {
                     Some(values) => values,
-                    None => break,
+                    None => {
+                        if let Some(leads) = self.leads_of(n) {
+                            out = combine(&out, leads);
+                        }
+                        break;
+                    }
                 },
             };
             out = combine(&out, &values);
         }
         out.retain(|p| !p.is_empty());
         out
+    }
+
+    /// The known leading parts of a variable's value when the node is a plain expansion of one
+    /// assigned once to a value only partly known.
+    fn leads_of(&self, node: Node<'_>) -> Option<&[String]> {
+        let kind = node.kind_id();
+        if kind != self.k.simple_expansion && kind != self.k.expansion {
+            return None;
+        }
+        let inner = text(node, self.src)
+            .trim_start()
+            .strip_prefix('$')?
+            .trim_start_matches('{')
+            .trim_end_matches('}');
+        if !inner
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return None;
+        }
+        self.facts.leads.get(inner)?.as_deref()
     }
 
     /// The pieces of a quoted string or concatenation: its child nodes and the text between them

@@ -86,10 +86,10 @@ impl BashSem<'_> {
             // they are text of the string.
             let body = t.trim_start();
             let lead = &t[..t.len() - body.len()];
-            if !lead.is_empty() {
-                return self.fold_expansion(body).map(|v| format!("{lead}{v}"));
-            }
-            self.fold_expansion(t)
+            let value = self
+                .fold_expansion(body)
+                .or_else(|| self.positional_default(node, body))?;
+            Some(format!("{lead}{value}"))
         } else if kind == k.command_substitution {
             self.fold_substitution(node, d)
         } else if kind == k.string_content {
@@ -151,6 +151,34 @@ impl BashSem<'_> {
                     .and_then(|w| self.fold_expansion(w))
             }),
         }
+    }
+
+    /// `${1:-/srv}` outside every function: a script is run without arguments (a request holds
+    /// none), so its positional parameters are unset and the default is the value, unless the
+    /// script sets them itself (`set -- …`). Inside a function they are the function's arguments.
+    fn positional_default(&self, node: Node<'_>, body: &str) -> Option<String> {
+        let inner = body.strip_prefix("${")?.strip_suffix('}')?;
+        let digits = inner.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || inner.starts_with('0') {
+            return None;
+        }
+        let word = [":-", ":=", "-", "="]
+            .iter()
+            .find_map(|o| inner[digits..].strip_prefix(o))?;
+        if word.is_empty() || word.contains(['$', '`', '"', '\'', '\\', '{', '}']) {
+            return None;
+        }
+        if self.src.contains("set --") {
+            return None;
+        }
+        let mut up = node.parent();
+        while let Some(n) = up {
+            if n.kind_id() == self.k.function_definition {
+                return None;
+            }
+            up = n.parent();
+        }
+        Some(word.to_string())
     }
 
     /// A word's value with each part only known at run time (an unknown variable, a command's
