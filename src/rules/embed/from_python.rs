@@ -4,7 +4,7 @@
 
 use tree_sitter::Node;
 
-use super::{Embedded, Interpreters, Origin, verbatim};
+use super::{Embedded, Interpreters, Origin, verbatim, written};
 use crate::domain::script::Language;
 use crate::rules::bash::base_name;
 use crate::rules::grammar::text;
@@ -18,6 +18,9 @@ pub fn python_embedded<'t>(
     table: &Interpreters,
     call: Node<'t>,
 ) -> Vec<Embedded<'t>> {
+    if let Some(written) = written_script(sem, call) {
+        return vec![written];
+    }
     let (names, hot) = cx.callee(call, || sem.callee_names(call));
     if !hot {
         return Vec::new();
@@ -104,6 +107,42 @@ pub fn python_embedded<'t>(
 /// `eval("2 + 3")`, `exec(code)` with `code` a constant, `eval(compile(ast.parse(expr, mode="eval"),
 /// …))`: the code, checked as Python like any other program (what is only known at run time is
 /// `python-code-exec`'s).
+/// A script a call writes out for later (`hook.write_text(HOOK)`, `f.write(SCRIPT)`): a constant
+/// that starts with a shell's or Python's `#!` line is checked as that program, a Dockerfile's
+/// `RUN` instructions as shell lines.
+fn written_script<'t>(sem: &PySem<'t>, call: Node<'t>) -> Option<Embedded<'t>> {
+    let function = call.child_by_field_name("function")?;
+    if function.kind() != "attribute" {
+        return None;
+    }
+    let method = function.child_by_field_name("attribute")?;
+    if !matches!(text(method, sem.src), "write_text" | "write") {
+        return None;
+    }
+    let content = *sem.positional(call).first()?;
+    let code = sem.fold(content)?;
+    let (interpreter, language, code) = match written::dockerfile_runs(&code) {
+        Some(runs) => (
+            "a RUN instruction of the Dockerfile written",
+            Language::Bash,
+            runs,
+        ),
+        None => (
+            "the script written",
+            written::shebang_language(&code)?,
+            code,
+        ),
+    };
+    Some(Embedded {
+        interpreter: interpreter.into(),
+        language: Some(language),
+        verbatim_at: None,
+        origin: Origin::Local,
+        code: Some(code),
+        anchor: content,
+    })
+}
+
 fn constant_code<'t>(sem: &PySem<'t>, call: Node<'t>) -> Option<Embedded<'t>> {
     let mut code = *sem.effective_positional(call).first()?;
     // through `compile(source, …)` and `ast.parse(source, …)`

@@ -1,7 +1,8 @@
 //! Scripts a Bash script writes out for later (a git hook, a cron job, a helper): a heredoc that
 //! `cat`/`tee` copy to a file or `read -d ''` keeps in a variable, or a value `printf`/`echo`
 //! print into a file, that starts with a shell's or Python's `#!` line, or goes to a file named
-//! `*.sh`/`*.bash`/`*.py`, is checked as the program it is.
+//! `*.sh`/`*.bash`/`*.py`, is checked as the program it is; a Dockerfile's `RUN` instructions are
+//! checked as the shell lines they are.
 
 use tree_sitter::Node;
 
@@ -31,6 +32,17 @@ pub(super) fn written_script<'t>(
         .parent(command)
         .filter(|p| p.kind_id() == k.redirected_statement)?;
     let program = |code: String, anchor: Node<'t>, verbatim_at: Option<usize>| {
+        // a Dockerfile: its `RUN` instructions are shell lines, run when the image is built
+        if let Some(runs) = dockerfile_runs(&code) {
+            return Some(Embedded {
+                interpreter: "a RUN instruction of the Dockerfile written".to_string(),
+                language: Some(Language::Bash),
+                code: Some(runs),
+                anchor,
+                verbatim_at: None,
+                origin: Origin::Local,
+            });
+        }
         let language =
             shebang_language(&code).or_else(|| destination_language(sem, statement, command))?;
         Some(Embedded {
@@ -107,7 +119,7 @@ fn destination_language(
 }
 
 /// The language a `#!` line at the start of `code` names, if it is a shell or Python.
-fn shebang_language(code: &str) -> Option<Language> {
+pub(super) fn shebang_language(code: &str) -> Option<Language> {
     let shebang = code.trim_start().strip_prefix("#!")?.lines().next()?;
     let program = shebang
         .split_whitespace()
@@ -117,5 +129,62 @@ fn shebang_language(code: &str) -> Option<Language> {
         "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash" => Some(Language::Bash),
         p if p.starts_with("python") => Some(Language::Python),
         _ => None,
+    }
+}
+
+/// The shell lines of a Dockerfile's `RUN` instructions (continuation lines joined), when `code`
+/// is a Dockerfile: its first instruction is `FROM` (after comments, parser directives and `ARG`).
+pub(super) fn dockerfile_runs(code: &str) -> Option<String> {
+    let mut instructions = code
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'));
+    let first = instructions.find(|l| !starts_with_word(l, "ARG"))?;
+    if !starts_with_word(first, "FROM") {
+        return None;
+    }
+    let mut out = String::new();
+    let mut continued = false;
+    for line in code.lines() {
+        let trimmed = line.trim_start();
+        if !continued {
+            if !starts_with_word(trimmed, "RUN") {
+                continue;
+            }
+            let body = trimmed[3..].trim_start();
+            // (the exec form, `RUN ["a", "b"]`, runs no shell)
+            if body.starts_with('[') {
+                continue;
+            }
+            out.push_str(body);
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+        continued = line.trim_end().ends_with('\\');
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// Whether `line` starts with the instruction `word` (any case) followed by a blank.
+fn starts_with_word(line: &str, word: &str) -> bool {
+    line.get(..word.len())
+        .is_some_and(|w| w.eq_ignore_ascii_case(word))
+        && line[word.len()..].starts_with([' ', '\t'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dockerfile_runs;
+
+    #[test]
+    fn dockerfile_runs_joins_continuations_and_skips_other_instructions() {
+        let code = "# base\nARG V=1\nFROM debian:12\nUSER root\nRUN apt-get update \\\n && apt-get install -y curl\nRUN [\"echo\", \"x\"]\nrun echo done\nCMD [\"sh\"]\n";
+        assert_eq!(
+            dockerfile_runs(code).as_deref(),
+            Some("apt-get update \\\n && apt-get install -y curl\necho done\n")
+        );
+        assert_eq!(dockerfile_runs("echo hi\nRUN x\n"), None);
+        assert_eq!(dockerfile_runs("FROM scratch\nCOPY a /a\n"), None);
     }
 }
