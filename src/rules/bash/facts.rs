@@ -294,6 +294,11 @@ impl BashFacts {
         if value.kind_id() != k.string && value.kind_id() != k.concatenation {
             return None;
         }
+        // (what starts with a command's output or an argument has no known start)
+        let body = text(value, src).trim_start_matches('"');
+        if body.starts_with("$(") || body.starts_with('`') || body.starts_with("$@") {
+            return None;
+        }
         let leads = BashSem {
             k,
             facts: self,

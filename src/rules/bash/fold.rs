@@ -89,6 +89,9 @@ impl BashSem<'_> {
             let value = self
                 .fold_expansion(body)
                 .or_else(|| self.positional_default(node, body))?;
+            if lead.is_empty() {
+                return Some(value);
+            }
             Some(format!("{lead}{value}"))
         } else if kind == k.command_substitution {
             self.fold_substitution(node, d)
