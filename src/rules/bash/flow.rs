@@ -94,6 +94,13 @@ impl BashSem<'_> {
     /// The known leading parts of a variable's value when the node is a plain expansion of one
     /// assigned once to a value only partly known.
     fn leads_of(&self, node: Node<'_>) -> Option<&[String]> {
+        // `"$ldb"`: a quoted string that is just the expansion
+        if node.kind_id() == self.k.string && node.named_child_count() == 1 {
+            let inner = node.named_child(0)?;
+            if inner.byte_range().len() + 2 == node.byte_range().len() {
+                return self.leads_of(inner);
+            }
+        }
         let kind = node.kind_id();
         if kind != self.k.simple_expansion && kind != self.k.expansion {
             return None;
