@@ -1,6 +1,7 @@
 //! Inline programs a Python call starts: a shell command line (`os.system`, `shell=True`), an
 //! interpreter with inline code in an argv (`["bash", "-c", code]`), or a constant argv checked
-//! as a Bash command line.
+//! as a Bash command line; and the scripts a call writes out for later (a `#!` script, a
+//! Dockerfile's `RUN` lines).
 
 use tree_sitter::Node;
 
@@ -104,9 +105,6 @@ pub fn python_embedded<'t>(
     }
 }
 
-/// `eval("2 + 3")`, `exec(code)` with `code` a constant, `eval(compile(ast.parse(expr, mode="eval"),
-/// …))`: the code, checked as Python like any other program (what is only known at run time is
-/// `python-code-exec`'s).
 /// A script a call writes out for later (`hook.write_text(HOOK)`, `f.write(SCRIPT)`): a constant
 /// that starts with a shell's or Python's `#!` line is checked as that program, a Dockerfile's
 /// `RUN` instructions as shell lines.
@@ -143,6 +141,9 @@ fn written_script<'t>(sem: &PySem<'t>, call: Node<'t>) -> Option<Embedded<'t>> {
     })
 }
 
+/// `eval("2 + 3")`, `exec(code)` with `code` a constant, `eval(compile(ast.parse(expr, mode="eval"),
+/// …))`: the code, checked as Python like any other program (what is only known at run time is
+/// `python-code-exec`'s).
 fn constant_code<'t>(sem: &PySem<'t>, call: Node<'t>) -> Option<Embedded<'t>> {
     let mut code = *sem.effective_positional(call).first()?;
     // through `compile(source, …)` and `ast.parse(source, …)`
