@@ -165,6 +165,15 @@ pub(crate) fn function_of(call: Node<'_>) -> Option<Node<'_>> {
     call.child(0).filter(|c| c.is_named())
 }
 
+/// The object and the method name of a method call (`paths.append(p)`: `paths`, `append`).
+pub(crate) fn method_call<'t>(k: &PyKinds, call: Node<'t>) -> Option<(Node<'t>, Node<'t>)> {
+    let func = function_of(call)?;
+    Some((
+        func.child_by_field_id(k.f_object)?,
+        func.child_by_field_id(k.f_attribute)?,
+    ))
+}
+
 pub(super) fn is_name_expr(k: &PyKinds, node: Node<'_>) -> bool {
     let kind = node.kind_id();
     kind == k.identifier

@@ -105,18 +105,9 @@ impl BashSem<'_> {
         if kind != self.k.simple_expansion && kind != self.k.expansion {
             return None;
         }
-        let inner = text(node, self.src)
-            .trim_start()
-            .strip_prefix('$')?
-            .trim_start_matches('{')
-            .trim_end_matches('}');
-        if !inner
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        {
-            return None;
-        }
-        self.facts.leads.get(inner)?.as_deref()
+        // (in a string the grammar starts an expansion at the blanks before it)
+        let name = expansion_name(text(node, self.src).trim_start());
+        self.facts.leads.get(name)?.as_deref()
     }
 
     /// The pieces of a quoted string or concatenation: its child nodes and the text between them
@@ -224,17 +215,22 @@ impl BashSem<'_> {
     where
         Self: 's,
     {
-        let inner = text(node, self.src)
-            .trim_start_matches('$')
-            .trim_start_matches('{')
-            .trim_end_matches('}');
-        // `${d:?}`, `${d:-/tmp}`: the variable's own value whenever it is set (a loop's is)
-        super::fold::value_of_name(inner).unwrap_or(inner)
+        expansion_name(text(node, self.src))
     }
 }
 
+/// The variable an expansion's text (`$d`, `${d}`, `${d:?}`, `${d:-/tmp}`) stands for whenever it
+/// is set (a loop's is).
+fn expansion_name(t: &str) -> &str {
+    let inner = t
+        .trim_start_matches('$')
+        .trim_start_matches('{')
+        .trim_end_matches('}');
+    super::fold::value_of_name(inner).unwrap_or(inner)
+}
+
 /// The position of a positional parameter (`1` for `$1`, `${2}`); `None` for other names and `$0`.
-fn positional(name: &str) -> Option<usize> {
+pub(super) fn positional(name: &str) -> Option<usize> {
     let n: usize = name.parse().ok()?;
     (n > 0).then_some(n)
 }

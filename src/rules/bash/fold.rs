@@ -160,17 +160,9 @@ impl BashSem<'_> {
     /// none), so its positional parameters are unset and the default is the value, unless the
     /// script sets them itself (`set -- …`). Inside a function they are the function's arguments.
     fn positional_default(&self, node: Node<'_>, body: &str) -> Option<String> {
-        let inner = body.strip_prefix("${")?.strip_suffix('}')?;
-        let digits = inner.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 || inner.starts_with('0') {
-            return None;
-        }
-        let word = [":-", ":=", "-", "="]
-            .iter()
-            .find_map(|o| inner[digits..].strip_prefix(o))?;
-        if word.is_empty() || word.contains(['$', '`', '"', '\'', '\\', '{', '}']) {
-            return None;
-        }
+        let (name, word) = split_default(body.strip_prefix("${")?.strip_suffix('}')?)?;
+        super::flow::positional(name)?;
+        let value = constant_word(word)?;
         if self.src.contains("set --") {
             return None;
         }
@@ -181,7 +173,7 @@ impl BashSem<'_> {
             }
             up = n.parent();
         }
-        Some(word.to_string())
+        Some(value)
     }
 
     /// A word's value with each part only known at run time (an unknown variable, a command's
@@ -310,21 +302,32 @@ pub(super) fn value_of_name(inner: &str) -> Option<&str> {
 /// constant (no expansion, substitution or quote inside). Positional parameters (`${1:-x}`) are
 /// the caller's arguments, not the environment: they do not fold.
 fn constant_default(inner: &str) -> Option<String> {
-    let word = default_word(inner)?;
+    constant_word(default_word(inner)?)
+}
+
+/// A default word that is a constant as written (no expansion, substitution or quote inside).
+fn constant_word(word: &str) -> Option<String> {
     (!word.is_empty() && !word.contains(['$', '`', '"', '\'', '\\', '{', '}']))
         .then(|| word.to_string())
 }
 
-/// The default word of `NAME:-word` (or `:=`, `-`, `=`), as written.
+/// The default word of `NAME:-word` (or `:=`, `-`, `=`), as written, for a variable's name.
 fn default_word(inner: &str) -> Option<&str> {
     if !inner.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         return None;
     }
+    split_default(inner).map(|(_, word)| word)
+}
+
+/// The name and the default word of `NAME:-word` (or `:=`, `-`, `=`; `NAME` a variable or a
+/// positional parameter), as written.
+fn split_default(inner: &str) -> Option<(&str, &str)> {
     let split = inner.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
-    let op = &inner[split..];
+    let (name, op) = inner.split_at(split);
     [":-", ":=", "-", "="]
         .iter()
         .find_map(|o| op.strip_prefix(o))
+        .map(|word| (name, word))
 }
 
 /// Whether `word` is one plain expansion of a variable (`$HOME`, `${HOME}`).

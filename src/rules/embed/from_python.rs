@@ -109,11 +109,7 @@ pub fn python_embedded<'t>(
 /// that starts with a shell's or Python's `#!` line is checked as that program, a Dockerfile's
 /// `RUN` instructions as shell lines.
 fn written_script<'t>(sem: &PySem<'t>, call: Node<'t>) -> Option<Embedded<'t>> {
-    let function = call.child_by_field_name("function")?;
-    if function.kind() != "attribute" {
-        return None;
-    }
-    let method = function.child_by_field_name("attribute")?;
+    let (_, method) = crate::rules::python::method_call(sem.k, call)?;
     if !matches!(text(method, sem.src), "write_text" | "write") {
         return None;
     }

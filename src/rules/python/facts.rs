@@ -158,7 +158,7 @@ impl<'t> PyFacts<'t> {
     /// `paths.append(p)`, `paths.extend(more)`, `paths.insert(0, p)`, `seen.add(p)` on a name
     /// bound to a list or set: what it holds grows (see [`PyFacts::grown`]).
     fn observe_growth(&mut self, k: &PyKinds, call: Node<'t>, src: &str) {
-        let Some((object, method)) = method_call(k, call) else {
+        let Some((object, method)) = super::method_call(k, call) else {
             return;
         };
         if object.kind_id() != k.identifier
@@ -181,7 +181,7 @@ impl<'t> PyFacts<'t> {
 
     /// `opts.update(shell=True)`, `opts.setdefault("shell", True)` on a name bound to a dict.
     fn observe_dict_update(&mut self, k: &PyKinds, call: Node<'t>, src: &str) {
-        let Some((object, method)) = method_call(k, call) else {
+        let Some((object, method)) = super::method_call(k, call) else {
             return;
         };
         let method = text_of(method, src);
@@ -513,13 +513,4 @@ pub(super) fn enclosing_class<'t>(k: &PyKinds, function: Node<'t>) -> Option<Nod
     // function_definition → block → class_definition
     let class = parent.parent()?;
     (class.kind_id() == k.class_definition).then_some(class)
-}
-
-/// The object and the method name of a method call (`paths.append(p)`: `paths`, `append`).
-fn method_call<'t>(k: &PyKinds, call: Node<'t>) -> Option<(Node<'t>, Node<'t>)> {
-    let func = super::function_of(call)?;
-    Some((
-        func.child_by_field_id(k.f_object)?,
-        func.child_by_field_id(k.f_attribute)?,
-    ))
 }
