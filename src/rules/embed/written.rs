@@ -104,18 +104,46 @@ fn destination_language(
         );
     }
     targets.iter().find_map(|t| {
-        let path = sem
-            .fold(*t)
-            .unwrap_or_else(|| text(*t, sem.src).to_string());
-        let path = path.trim_end_matches(['"', '\'']);
-        if path.ends_with(".sh") || path.ends_with(".bash") {
-            Some(Language::Bash)
-        } else if path.ends_with(".py") {
-            Some(Language::Python)
-        } else {
-            None
-        }
+        // (every value the destination can take: `cat >> "$rc"` in a function its callers pass
+        // `~/.bashrc` and `~/.zshrc`)
+        let paths = sem
+            .possible_values(*t)
+            .unwrap_or_else(|| vec![text(*t, sem.src).to_string()]);
+        paths.iter().find_map(|path| {
+            let path = path.trim_end_matches(['"', '\'']);
+            if path.ends_with(".sh") || path.ends_with(".bash") || is_shell_startup_file(path) {
+                Some(Language::Bash)
+            } else if path.ends_with(".py") {
+                Some(Language::Python)
+            } else {
+                None
+            }
+        })
     })
+}
+
+/// Whether `path` names a file a shell reads at start-up (`~/.bashrc`, `/etc/profile`…): what
+/// is appended to it runs in every new shell.
+fn is_shell_startup_file(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    matches!(
+        name,
+        ".bashrc"
+            | ".bash_profile"
+            | ".bash_login"
+            | ".bash_aliases"
+            | ".profile"
+            | ".zshrc"
+            | ".zshenv"
+            | ".zprofile"
+            | ".zlogin"
+            | ".kshrc"
+            | ".mkshrc"
+            | "bash.bashrc"
+            | "zshrc"
+            | "zprofile"
+            | "profile"
+    ) && (name != "profile" || path.starts_with("/etc/"))
 }
 
 /// The language a `#!` line at the start of `code` names, if it is a shell or Python.
