@@ -1,8 +1,8 @@
 //! Scripts a Bash script writes out for later (a git hook, a cron job, a helper): a heredoc that
 //! `cat`/`tee` copy to a file or `read -d ''` keeps in a variable, or a value `printf`/`echo`
 //! print into a file, that starts with a shell's or Python's `#!` line, or goes to a file named
-//! `*.sh`/`*.bash`/`*.py`, is checked as the program it is; a Dockerfile's `RUN` instructions are
-//! checked as the shell lines they are.
+//! `*.sh`/`*.bash`/`*.py` or to a shell's start-up file (`~/.bashrc`…), is checked as the program
+//! it is; a Dockerfile's `RUN` instructions are checked as the shell lines they are.
 
 use tree_sitter::Node;
 
