@@ -51,17 +51,24 @@ pub fn check(declared: Language, text: &str) -> Option<Finding> {
     {
         return Some(unsupported(name, declared));
     }
-    // One typical line of the declared language settles it (the common case, so it is checked first).
-    if signals(declared, text, 1) > 0 {
+    // Three typical lines of the declared language settle it (the common case, so it is checked
+    // first). Fewer can be shared syntax: PowerShell writes `"$($x.Count) files"` as Bash does.
+    let own = signals(declared, text, 3);
+    if own >= 3 {
         return None;
     }
     // A script that parses as the declared language anyway (`console.log(x);` is valid Python)
-    // must be mostly the third language's lines, or name its interpreter.
+    // must be mostly the third language's lines, or name its interpreter; beside typical lines
+    // of the declared language, several times as many.
     if let Some(f) = foreign::detect(text)
         && (f.lines >= 2 || f.decisive)
         && f.lines * 2 >= content_lines(text)
+        && (own == 0 || f.lines >= 4 * own)
     {
         return Some(unsupported(f.name, declared));
+    }
+    if own > 0 {
+        return None;
     }
     let other = declared.other();
     // Two typical lines, or every line of a one-line script.
@@ -226,6 +233,19 @@ fn bash_line(l: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_of_shared_syntax_does_not_hide_a_third_language() {
+        // `$(…)` in the last line is Bash's syntax too
+        let ps = "$root = $env:TEMP\n$old = Get-ChildItem -Path $root -Recurse -File\n\
+                  $old | Remove-Item -Force\n$stats = $old | Measure-Object -Property Length -Sum\n\
+                  Write-Host \"Removed $($stats.Count) files\"\n";
+        let f = check(Language::Bash, ps).expect("PowerShell");
+        assert!(f.message.contains("PowerShell"), "{}", f.message);
+        // a Bash script with one PowerShell-looking line stays Bash
+        let sh = "set -e\nWrite-Host() { echo \"$@\"; }\nWrite-Host \"$(date)\"\n";
+        assert!(check(Language::Bash, sh).is_none());
+    }
 
     #[test]
     fn shebang_for_the_other_interpreter_is_a_mismatch() {

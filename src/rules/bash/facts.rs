@@ -34,6 +34,10 @@ pub struct BashFacts {
     /// The script's functions (defined so far, in document order) and the byte ranges of the
     /// commands that call each, for what their positional parameters take.
     pub(super) functions: FxHashMap<String, Vec<(usize, usize)>>,
+    /// The source text of every value assigned to a variable, in document order
+    /// (`RC="$HOME/.bashrc"`, then `RC="$HOME/.zshrc"`): what a file name ends with when its start
+    /// is only known at run time.
+    pub(crate) assigned_texts: FxHashMap<String, Vec<String>>,
     /// The branches of the script's `case` statements (which narrow what a variable holds), in
     /// document order.
     pub(super) case_items: Vec<CaseItem>,
@@ -94,6 +98,12 @@ impl BashFacts {
                 self.array_texts
                     .insert(name.clone(), (!again).then_some(words));
                 self.observe_assoc(k, &name, array, src);
+            }
+            if let Some(v) = node.child_by_field_id(k.f_value) {
+                self.assigned_texts
+                    .entry(name.clone())
+                    .or_default()
+                    .push(text(v, src).to_string());
             }
             let value = self.assigned_value(k, node, src);
             // `x+="…"` after `x="…"` (in document order) is still a constant.
