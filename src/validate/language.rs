@@ -60,9 +60,12 @@ pub fn check(declared: Language, text: &str) -> Option<Finding> {
     // A script that parses as the declared language anyway (`console.log(x);` is valid Python)
     // must be mostly the third language's lines, or name its interpreter; beside typical lines
     // of the declared language, several times as many.
+    // (or, when its lines are many, a third of them: string pieces and continuation lines of
+    // calls spread over lines are neither language's typical lines)
     if let Some(f) = foreign::detect(text)
         && (f.lines >= 2 || f.decisive)
-        && f.lines * 2 >= content_lines(text)
+        && (f.lines * 2 >= content_lines(text)
+            || f.lines >= 6 && f.lines * 3 >= content_lines(text))
         && (own == 0 || f.lines >= 4 * own)
     {
         return Some(unsupported(f.name, declared));
@@ -190,6 +193,8 @@ fn spaced_assignment(l: &str) -> bool {
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && !value.is_empty()
             && !value.ends_with(';')
+            // (`host = Sys.getenv("H"),`: a named argument of a call spread over lines)
+            && !value.ends_with(',')
     })
 }
 
@@ -242,6 +247,15 @@ mod tests {
                   Write-Host \"Removed $($stats.Count) files\"\n";
         let f = check(Language::Bash, ps).expect("PowerShell");
         assert!(f.message.contains("PowerShell"), "{}", f.message);
+        // R whose named arguments and call continuations fill most lines
+        let r = "suppressPackageStartupMessages(library(DBI))\nsuppressPackageStartupMessages(library(ggplot2))\n\
+                 con <- dbConnect(\n  Postgres(),\n  host = Sys.getenv(\"PGHOST\"),\n  dbname = \"analytics\",\n\
+                 password = Sys.getenv(\"PGPASSWORD\")\n)\nchurn <- dbGetQuery(con, paste(\n  \"SELECT month, plan\",\n\
+                 \"FROM billing.subscriptions\"\n))\nactive <- dbGetQuery(con, \"SELECT 1\")\ndbDisconnect(con)\n\
+                 df <- merge(churn, active, by = c(\"month\", \"plan\"))\ndf <- df[order(df[[\"month\"]]), ]\n\
+                 n <- nrow(df)\nrate <- df$churned / df$active\nprint(head(df, 12))\nwrite.csv(df, \"out.csv\")\n";
+        let f = check(Language::Python, r).expect("R");
+        assert!(f.message.contains(" R"), "{}", f.message);
         // a Bash script with one PowerShell-looking line stays Bash
         let sh = "set -e\nWrite-Host() { echo \"$@\"; }\nWrite-Host \"$(date)\"\n";
         assert!(check(Language::Bash, sh).is_none());

@@ -133,7 +133,10 @@ fn typical(l: &str) -> Option<&'static str> {
         "SQL"
     } else if first == "local" && l.contains(" = ") && !l.contains('$') {
         "Lua"
-    } else if r_assignment(l) || l.starts_with("library(") {
+    } else if r_assignment(l)
+        || l.starts_with("library(")
+        || l.starts_with("suppressPackageStartupMessages(")
+    {
         "R"
     } else if batch(l) {
         "Batch"
@@ -342,9 +345,11 @@ fn variable_assignment(l: &str) -> bool {
         .unwrap_or(rest.len());
     name_end > 0
         && !rest[..name_end].ends_with(':')
-        && [" = ", " += ", " -= "]
+        // (blanks before the operator may align a block of assignments: `$Server   = "db"`)
+        && rest[name_end..].starts_with(' ')
+        && ["= ", "+= ", "-= "]
             .iter()
-            .any(|op| rest[name_end..].starts_with(op))
+            .any(|op| rest[name_end..].trim_start().starts_with(op))
 }
 
 fn sql(l: &str) -> bool {
