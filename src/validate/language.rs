@@ -58,10 +58,9 @@ pub fn check(declared: Language, text: &str) -> Option<Finding> {
         return None;
     }
     // A script that parses as the declared language anyway (`console.log(x);` is valid Python)
-    // must be mostly the third language's lines, or name its interpreter; beside typical lines
-    // of the declared language, several times as many.
-    // (or, when its lines are many, a third of them: string pieces and continuation lines of
-    // calls spread over lines are neither language's typical lines)
+    // must be mostly the third language's lines (when they are many, a third: string pieces and
+    // the continuation lines of calls are neither language's), or name its interpreter; beside
+    // typical lines of the declared language, four times as many.
     if let Some(f) = foreign::detect(text)
         && (f.lines >= 2 || f.decisive)
         && (f.lines * 2 >= content_lines(text)

@@ -34,10 +34,10 @@ pub struct BashFacts {
     /// The script's functions (defined so far, in document order) and the byte ranges of the
     /// commands that call each, for what their positional parameters take.
     pub(super) functions: FxHashMap<String, Vec<(usize, usize)>>,
-    /// The source text of every value assigned to a variable, in document order
+    /// The byte range of every value assigned to a variable, in document order
     /// (`RC="$HOME/.bashrc"`, then `RC="$HOME/.zshrc"`): what a file name ends with when its start
     /// is only known at run time.
-    pub(crate) assigned_texts: FxHashMap<String, Vec<String>>,
+    pub(crate) assigned_ranges: FxHashMap<String, Vec<(usize, usize)>>,
     /// The branches of the script's `case` statements (which narrow what a variable holds), in
     /// document order.
     pub(super) case_items: Vec<CaseItem>,
@@ -100,10 +100,10 @@ impl BashFacts {
                 self.observe_assoc(k, &name, array, src);
             }
             if let Some(v) = node.child_by_field_id(k.f_value) {
-                self.assigned_texts
+                self.assigned_ranges
                     .entry(name.clone())
                     .or_default()
-                    .push(text(v, src).to_string());
+                    .push((v.start_byte(), v.end_byte()));
             }
             let value = self.assigned_value(k, node, src);
             // `x+="…"` after `x="…"` (in document order) is still a constant.

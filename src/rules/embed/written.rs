@@ -104,14 +104,20 @@ fn destination_language(
         );
     }
     targets.iter().find_map(|t| {
-        // (every value the destination can take: `cat >> "$rc"` in a function its callers pass
-        // `~/.bashrc` and `~/.zshrc`)
-        // (or, when its start is only known at run time, the text of every value assigned to
-        // the variable it expands: `RC="$HOME/.bashrc"` then `cat >> "$RC"`)
+        // (every value the destination can take, `>> "$HOME/$rc"` in `for rc in .bashrc
+        // .zshrc`; when its start is only known at run time, the source text of every value
+        // assigned to the variable it expands, `RC="$HOME/.bashrc"` then `cat >> "$RC"`)
         let paths = sem.possible_values(*t).unwrap_or_else(|| {
             let raw = text(*t, sem.src);
             expanded_name(raw)
-                .and_then(|name| sem.facts.assigned_texts.get(name).cloned())
+                .and_then(|name| sem.facts.assigned_ranges.get(name))
+                .map(|ranges| {
+                    ranges
+                        .iter()
+                        .filter_map(|&(start, end)| sem.src.get(start..end))
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_else(|| vec![raw.to_string()])
         });
         paths.iter().find_map(|path| {
