@@ -94,11 +94,35 @@ impl BashSem<'_> {
     /// The known leading parts of a variable's value when the node is a plain expansion of one
     /// assigned once to a value only partly known.
     fn leads_of(&self, node: Node<'_>) -> Option<&[String]> {
+        self.facts
+            .leads
+            .get(self.expanded_variable(node)?)?
+            .as_deref()
+    }
+
+    /// The source text of every value assigned to the variable a node only expands
+    /// (`RC="$HOME/.bashrc"`, `RC="$HOME/.zshrc"`, then `"$RC"`): what its value ends with when
+    /// the start is only known at run time.
+    pub(crate) fn assigned_texts(&self, node: Node<'_>) -> Option<Vec<&str>> {
+        let ranges = self
+            .facts
+            .assigned_ranges
+            .get(self.expanded_variable(node)?)?;
+        Some(
+            ranges
+                .iter()
+                .filter_map(|&(start, end)| self.src.get(start..end))
+                .collect(),
+        )
+    }
+
+    /// The variable a node is a plain expansion of (`$d`, `${d}`, `"$d"`), if that is all it is.
+    fn expanded_variable(&self, node: Node<'_>) -> Option<&str> {
         // `"$ldb"`: a quoted string that is just the expansion
         if node.kind_id() == self.k.string && node.named_child_count() == 1 {
             let inner = node.named_child(0)?;
             if inner.byte_range().len() + 2 == node.byte_range().len() {
-                return self.leads_of(inner);
+                return self.expanded_variable(inner);
             }
         }
         let kind = node.kind_id();
@@ -106,8 +130,7 @@ impl BashSem<'_> {
             return None;
         }
         // (in a string the grammar starts an expansion at the blanks before it)
-        let name = expansion_name(text(node, self.src).trim_start());
-        self.facts.leads.get(name)?.as_deref()
+        Some(expansion_name(text(node, self.src).trim_start()))
     }
 
     /// The pieces of a quoted string or concatenation: its child nodes and the text between them

@@ -108,17 +108,11 @@ fn destination_language(
         // .zshrc`; when its start is only known at run time, the source text of every value
         // assigned to the variable it expands, `RC="$HOME/.bashrc"` then `cat >> "$RC"`)
         let paths = sem.possible_values(*t).unwrap_or_else(|| {
-            let raw = text(*t, sem.src);
-            expanded_name(raw)
-                .and_then(|name| sem.facts.assigned_ranges.get(name))
-                .map(|ranges| {
-                    ranges
-                        .iter()
-                        .filter_map(|&(start, end)| sem.src.get(start..end))
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_else(|| vec![raw.to_string()])
+            sem.assigned_texts(*t)
+                .unwrap_or_else(|| vec![text(*t, sem.src)])
+                .into_iter()
+                .map(str::to_string)
+                .collect()
         });
         paths.iter().find_map(|path| {
             let path = path.trim_end_matches(['"', '\'']);
@@ -131,21 +125,6 @@ fn destination_language(
             }
         })
     })
-}
-
-/// The variable a word only expands (`$RC`, `"${RC}"`), if that is all it does.
-fn expanded_name(word: &str) -> Option<&str> {
-    let inner = word
-        .strip_prefix('"')
-        .and_then(|w| w.strip_suffix('"'))
-        .unwrap_or(word);
-    let name = inner.strip_prefix('$')?;
-    let name = name
-        .strip_prefix('{')
-        .and_then(|n| n.strip_suffix('}'))
-        .unwrap_or(name);
-    (!name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
-        .then_some(name)
 }
 
 /// Whether `path` names a file a shell reads at start-up (`~/.bashrc`, `/etc/profile`…): what
@@ -229,14 +208,10 @@ fn starts_with_word(line: &str, word: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{dockerfile_runs, expanded_name, is_shell_startup_file};
+    use super::{dockerfile_runs, is_shell_startup_file};
 
     #[test]
-    fn a_destination_is_a_start_up_file_by_its_name_or_its_variables_assignments() {
-        assert_eq!(expanded_name("\"$RC\""), Some("RC"));
-        assert_eq!(expanded_name("${rc_file}"), Some("rc_file"));
-        assert_eq!(expanded_name("\"$HOME/.bashrc\""), None);
-        assert_eq!(expanded_name("$"), None);
+    fn a_destination_is_a_start_up_file_by_its_name() {
         assert!(is_shell_startup_file("/root/.bashrc"));
         assert!(is_shell_startup_file("/etc/profile"));
         assert!(!is_shell_startup_file("docs/profile"));
