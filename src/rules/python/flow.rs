@@ -211,7 +211,7 @@ impl<'a> PySem<'a> {
         let op = text(op, self.src);
         match op {
             "+" | "/" => {
-                let Some(whole) = self.fold(left) else {
+                let Some(whole) = self.fold(left).or_else(|| self.unset_default(left, d)) else {
                     return self.prefixes_at(left, d);
                 };
                 let rest = self.prefixes_at(right, d);
@@ -235,6 +235,48 @@ impl<'a> PySem<'a> {
                 .collect(),
             _ => Vec::new(),
         }
+    }
+
+    /// The whole value of `os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")` (also inside
+    /// `Path(…)`, or bound to a name) when the variable is unset, the case a rule must assume:
+    /// its default, so that what is joined to it is known too (`… / "config.json"`).
+    fn unset_default(&self, node: Node<'a>, d: u8) -> Option<String> {
+        if d > MAX_FLOW_DEPTH {
+            return None;
+        }
+        let k = self.k;
+        let kind = node.kind_id();
+        if kind == k.parenthesized_expression {
+            return self.unset_default(node.named_child(0)?, d + 1);
+        }
+        if kind == k.identifier {
+            return match self.binding_of(node) {
+                Some(Binding::Value(v)) => self.unset_default(v, d + 1),
+                _ => None,
+            };
+        }
+        if kind != k.call {
+            return None;
+        }
+        let names = self.names(function_of(node)?);
+        let named = |wanted: &[&str]| names.iter().any(|n| wanted.contains(&n.as_str()));
+        let args = self.positional(node);
+        if named(&["os.getenv", "os.environ.get"]) {
+            let default = *args.get(1)?;
+            return self
+                .fold(default)
+                .or_else(|| self.unset_default(default, d + 1));
+        }
+        if named(&[
+            "pathlib.Path",
+            "pathlib.PosixPath",
+            "os.path.expanduser",
+            "str",
+        ]) && let [only] = args.as_slice()
+        {
+            return self.unset_default(*only, d + 1);
+        }
+        None
     }
 
     fn call_prefixes(&self, node: Node<'a>, d: u8) -> Vec<String> {
