@@ -1,16 +1,16 @@
 //! Inline programs a Python call starts: a shell command line (`os.system`, `shell=True`), an
 //! interpreter with inline code in an argv (`["bash", "-c", code]`), or a constant argv checked
 //! as a Bash command line; and the scripts a call writes out for later (a `#!` script, a
-//! Dockerfile's `RUN` lines).
+//! Dockerfile's `RUN` lines, a pipeline's commands, Python code).
 
 use tree_sitter::Node;
 
 use super::{Embedded, Interpreters, Origin, verbatim, written};
 use crate::domain::script::Language;
 use crate::rules::bash::base_name;
-use crate::rules::grammar::text;
+use crate::rules::grammar::{children, text};
 use crate::rules::matcher::Cx;
-use crate::rules::python::PySem;
+use crate::rules::python::{Binding, PySem};
 
 /// Inline programs started by a Python call (`subprocess.run(["bash", "-c", code])`).
 pub fn python_embedded<'t>(
@@ -19,8 +19,9 @@ pub fn python_embedded<'t>(
     table: &Interpreters,
     call: Node<'t>,
 ) -> Vec<Embedded<'t>> {
-    if let Some(written) = written_script(sem, call) {
-        return vec![written];
+    let written = written_scripts(sem, call);
+    if !written.is_empty() {
+        return written;
     }
     let (names, hot) = cx.callee(call, || sem.callee_names(call));
     if !hot {
@@ -106,35 +107,74 @@ pub fn python_embedded<'t>(
 }
 
 /// A script a call writes out for later (`hook.write_text(HOOK)`, `f.write(SCRIPT)`): a constant
-/// that starts with a shell's or Python's `#!` line is checked as that program, a Dockerfile's
-/// `RUN` instructions as shell lines.
-fn written_script<'t>(sem: &PySem<'t>, call: Node<'t>) -> Option<Embedded<'t>> {
-    let (_, method) = crate::rules::python::method_call(sem.k, call)?;
-    if !matches!(text(method, sem.src), "write_text" | "write") {
-        return None;
-    }
-    let content = *sem.positional(call).first()?;
-    let code = sem.fold(content)?;
-    let (interpreter, language, code) = match written::dockerfile_runs(&code) {
-        Some(runs) => (
-            "a RUN instruction of the Dockerfile written",
-            Language::Bash,
-            runs,
-        ),
-        None => (
-            "the script written",
-            written::shebang_language(&code)?,
-            code,
-        ),
+/// that starts with a shell's or Python's `#!` line is checked as that program; a Dockerfile's
+/// `RUN` instructions and a pipeline's commands as shell lines; Python code as Python. When the
+/// value written does not fold (`text.replace(marker, marker + STEP)`, `"".join(lines)` after
+/// `lines.insert(i, HOOK)`), each multi-line constant it is made of is.
+fn written_scripts<'t>(sem: &PySem<'t>, call: Node<'t>) -> Vec<Embedded<'t>> {
+    let Some((_, method)) = crate::rules::python::method_call(sem.k, call) else {
+        return Vec::new();
     };
-    Some(Embedded {
-        interpreter: interpreter.into(),
-        language: Some(language),
-        verbatim_at: None,
-        origin: Origin::Local,
-        code: Some(code),
-        anchor: content,
-    })
+    if !matches!(text(method, sem.src), "write_text" | "write" | "writelines") {
+        return Vec::new();
+    }
+    let Some(content) = sem.positional(call).first().copied() else {
+        return Vec::new();
+    };
+    written_texts(sem, content)
+        .into_iter()
+        .filter_map(|(anchor, code)| {
+            let (interpreter, language, code) = match written::shebang_language(&code) {
+                Some(language) => ("the script written", language, code),
+                None => written::configured_program(&code)?,
+            };
+            Some(Embedded {
+                interpreter: interpreter.into(),
+                language: Some(language),
+                verbatim_at: None,
+                origin: Origin::Local,
+                code: Some(code),
+                anchor,
+            })
+        })
+        .collect()
+}
+
+/// The constant texts a value written out is made of: the value itself when it folds, else each
+/// constant of more than one line among its parts, the values the names in it are bound to and
+/// what their lists grew by, at most three names deep.
+fn written_texts<'t>(sem: &PySem<'t>, content: Node<'t>) -> Vec<(Node<'t>, String)> {
+    if let Some(code) = sem.fold(content) {
+        return vec![(content, code)];
+    }
+    let k = sem.k;
+    let mut out = Vec::new();
+    let mut stack = vec![(content, 0u8)];
+    let mut visited = 0usize;
+    while let Some((node, depth)) = stack.pop() {
+        visited += 1;
+        if visited > 256 {
+            break;
+        }
+        let kind = node.kind_id();
+        if matches!(node.kind(), "string" | "concatenated_string") {
+            if let Some(value) = sem.fold(node)
+                && value.trim().contains('\n')
+            {
+                out.push((node, value));
+            }
+        } else if kind == k.identifier {
+            if depth < 3 {
+                if let Some(Binding::Value(value)) = sem.binding_of(node) {
+                    stack.push((value, depth + 1));
+                }
+                stack.extend(sem.grown(node).iter().map(|g| (g.node, depth + 1)));
+            }
+        } else {
+            stack.extend(children(node).filter(|c| c.is_named()).map(|c| (c, depth)));
+        }
+    }
+    out
 }
 
 /// `eval("2 + 3")`, `exec(code)` with `code` a constant, `eval(compile(ast.parse(expr, mode="eval"),

