@@ -1,5 +1,5 @@
 //! Scripts in a language scriptgate does not run (JavaScript, Ruby, PHP, Perl, Go, Rust, C, Java,
-//! C#, PowerShell, SQL, Lua), told apart by their shebang or by lines only that language writes.
+//! C#, PowerShell, SQL, Lua, R, Julia, HCL, Fortran, MATLAB, Tcl…), told apart by their shebang or by lines only that language writes.
 //!
 //! Each marker is a shape of a whole line that neither Python nor Bash produces in working code
 //! (`console.log(…);`, `my $x = …;`, `#include <…>`, `puts "…"`), grouped per language. A few are
@@ -60,6 +60,9 @@ pub(super) fn decisive(l: &str) -> Option<&'static str> {
         "C#"
     } else if l == "use strict;" || l == "use warnings;" {
         "Perl"
+    } else if (l.starts_with("resource \"") || l.starts_with("data \"")) && hcl_block(l) {
+        // (a block with a type and a name label: `resource "aws_s3_bucket" "logs" {`)
+        "HCL"
     } else {
         return None;
     };
@@ -79,6 +82,7 @@ fn typical(l: &str) -> Option<&'static str> {
         || (matches!(first, "const" | "let" | "var") && l.contains(" = ") && semi)
         || (l.starts_with("function ") || l.starts_with("async function "))
             && l.ends_with('{')
+            && l.contains('(')
             && !l.contains("()")
         || l.contains(") => {")
         || l.starts_with("document.")
@@ -138,6 +142,16 @@ fn typical(l: &str) -> Option<&'static str> {
         || l.starts_with("suppressPackageStartupMessages(")
     {
         "R"
+    } else if julia(l) {
+        "Julia"
+    } else if hcl_block(l) {
+        "HCL"
+    } else if fortran(l) {
+        "Fortran"
+    } else if matlab(l) {
+        "MATLAB"
+    } else if tcl(l) {
+        "Tcl"
     } else if batch(l) {
         "Batch"
     } else if dockerfile_instruction(l) {
@@ -148,6 +162,129 @@ fn typical(l: &str) -> Option<&'static str> {
         return None;
     };
     Some(name)
+}
+
+/// Julia: `using LinearAlgebra, Printf`, a `function` with typed parameters (`A::Matrix`), a
+/// macro call (`@printf(…)`), `println(…)`, a loop over a range without Python's `:` or Bash's `do`
+/// (`for i in 1:n`).
+fn julia(l: &str) -> bool {
+    let module = |w: &str| {
+        w.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+            && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')
+    };
+    let range_loop = l.strip_prefix("for ").is_some_and(|rest| {
+        rest.split_once(" in ").is_some_and(|(_, range)| {
+            let range = range.trim();
+            !range.ends_with(':')
+                && !range.ends_with("do")
+                && range.split_once(':').is_some_and(|(a, b)| {
+                    !a.is_empty() && a.bytes().all(|c| c.is_ascii_digit()) && !b.is_empty()
+                })
+        })
+    });
+    l.strip_prefix("using ")
+        .is_some_and(|rest| rest.split(',').all(|w| module(w.trim())))
+        || (l.starts_with("function ") && l.contains("::"))
+        // (`function lorenz!(du, u, p, t)`: a name that ends in `!`, Julia's mutating functions)
+        || (l.starts_with("function ") && l.contains("!(") && l.ends_with(')'))
+        || [
+            "@printf(",
+            "@show ",
+            "@time ",
+            "@assert ",
+            "@info ",
+            "@sprintf(",
+        ]
+        .iter()
+        .any(|m| l.starts_with(m))
+        || l.starts_with("println(")
+        || range_loop
+}
+
+/// Fortran: `implicit none`, `program heat`/`end program`, declarations with `::`
+/// (`real(8), allocatable :: u(:)`), list-directed output (`print *, x`, `write(*,*) x`).
+fn fortran(l: &str) -> bool {
+    let lower = l.to_ascii_lowercase();
+    let declaration = lower.split_once("::").is_some_and(|(ty, _)| {
+        [
+            "integer",
+            "real",
+            "double precision",
+            "character",
+            "logical",
+            "complex",
+            "type(",
+        ]
+        .iter()
+        .any(|t| ty.trim_start().starts_with(t))
+    });
+    lower == "implicit none"
+        || lower.starts_with("end program")
+        || lower.starts_with("end subroutine")
+        || lower.starts_with("print *,")
+        || lower.starts_with("write(*,*)")
+        || lower.starts_with("write (*,*)")
+        || declaration
+}
+
+/// MATLAB/Octave: a function with named outputs (`function [m, s] = stats(x)`, `function y =
+/// f(x)`), output calls closed by `;` (`fprintf('%d\n', n);`, `disp(x);`), matrix literals with
+/// `;` rows (`A = [1 2; 3 4];`).
+fn matlab(l: &str) -> bool {
+    let named_outputs = l.strip_prefix("function ").is_some_and(|rest| {
+        rest.split_once(" = ").is_some_and(|(out, call)| {
+            (out.starts_with('[') && out.ends_with(']')
+                || out.chars().all(|c| c.is_alphanumeric() || c == '_'))
+                && call.contains('(')
+        })
+    });
+    let matrix = l.ends_with("];")
+        && l.split_once(" = [")
+            .is_some_and(|(_, m)| m.contains(';') && !m.contains(','));
+    named_outputs
+        || (l.ends_with(");") && (l.starts_with("fprintf(") || l.starts_with("disp(")))
+        || matrix
+}
+
+/// Tcl: `proc name {args} {`, `foreach x $items {`, `set n [expr {…}]`.
+fn tcl(l: &str) -> bool {
+    (l.starts_with("proc ") && l.ends_with('{') && l.contains(" {"))
+        || (l.starts_with("foreach ") && l.ends_with('{'))
+        // (`for {set i 0} {$i < $n} {incr i} {`, `if {$r > 2.0} {`, `while {[gets $f line] >= 0} {`)
+        || (["for {", "if {", "while {", "} elseif {"]
+            .iter()
+            .any(|k| l.starts_with(k))
+            && l.ends_with("} {"))
+        || (l.starts_with("set ") && l.contains(" [") && l.ends_with(']'))
+}
+
+/// HCL (Terraform, Packer, Nomad): a block opened by a keyword and its quoted labels
+/// (`resource "aws_s3_bucket" "logs" {`, `variable "region" {`, `terraform {`).
+fn hcl_block(l: &str) -> bool {
+    let Some(head) = l.strip_suffix('{') else {
+        return false;
+    };
+    let mut words = head.split_whitespace();
+    let Some(keyword) = words.next() else {
+        return false;
+    };
+    let labels: Vec<&str> = words.collect();
+    match keyword {
+        "terraform" | "locals" | "required_providers" => labels.is_empty(),
+        "resource" | "data" => {
+            labels.len() == 2
+                && labels
+                    .iter()
+                    .all(|w| w.len() > 2 && w.starts_with('"') && w.ends_with('"'))
+        }
+        "variable" | "output" | "provider" | "module" | "source" | "build" | "job" => {
+            labels.len() == 1
+                && labels[0].len() > 2
+                && labels[0].starts_with('"')
+                && labels[0].ends_with('"')
+        }
+        _ => false,
+    }
 }
 
 /// `process.exit(0);`, `fs.writeFileSync(p, data);`: a method called on an object as a statement
@@ -462,6 +599,24 @@ mod tests {
         assert!(detect(docker).is_some_and(|f| f.name == "Dockerfile" && f.decisive));
         let make = "CFLAGS ?= -O2\n\nall: app\n\napp: main.o\n\t$(CC) $(CFLAGS) -o $@ $^\n";
         assert_eq!(name(make), Some("Makefile"));
+        let julia = "using LinearAlgebra, Printf\nfunction f(A::Matrix{Float64})\n    for i in 1:size(A, 1)\n    end\nend\n@printf(\"%.3f\\n\", 1.0)\n";
+        assert_eq!(
+            (name(julia), detect(julia).map(|f| f.lines)),
+            (Some("Julia"), Some(4))
+        );
+        let fortran = "program heat\n  implicit none\n  real(8), allocatable :: u(:)\n  print *, 'done'\nend program heat\n";
+        assert_eq!(name(fortran), Some("Fortran"));
+        let matlab = "function [m, s] = stats(x)\n  m = mean(x);\nend\nA = [1 2; 3 4];\nfprintf('%d\\n', numel(A));\n";
+        assert_eq!(name(matlab), Some("MATLAB"));
+        let tcl2 = "set n [llength $argv]\nfor {set i 0} {$i < $n} {incr i} {\n  if {$i > 2} {\n    puts $i\n  }\n}\n";
+        assert_eq!(name(tcl2), Some("Tcl"));
+        let tcl = "proc add {a b} {\n  return [expr {$a + $b}]\n}\nset n [add 1 2]\nforeach x $items {\n  puts $x\n}\n";
+        assert_eq!(name(tcl), Some("Tcl"));
+        let hcl = "terraform {\n  required_version = \">= 1.5\"\n}\nvariable \"region\" {\n  default = \"eu-west-1\"\n}\nresource \"aws_s3_bucket\" \"logs\" {\n}\n";
+        assert_eq!(
+            (name(hcl), detect(hcl).map(|f| f.lines)),
+            (Some("HCL"), Some(3))
+        );
         for not_foreign in [
             "case $x in",
             "echo http://example.com",
@@ -472,6 +627,14 @@ mod tests {
             "echo \"50% done\"",
             "print(x);",
             "if x <-1:",
+            "for pair in 1:8080 db:5432; do",
+            "for x in items[1:3]:",
+            "using namespace std;",
+            "function deploy {",
+            "set -- \"${args[@]}\"",
+            "foreach_item() {",
+            "data = [1, 2, 3]",
+            "print(f\"{x::>10}\")",
         ] {
             assert_eq!(name(not_foreign), None, "{not_foreign}");
         }
