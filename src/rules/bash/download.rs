@@ -131,7 +131,14 @@ pub fn downloaded_then_run<'t>(
             downloaded
                 .iter()
                 .any(|d| d.rsplit('/').next() == Some(inv.name.as_str()))
-        });
+        }) || (invocations.get(1).is_some_and(|inv| inv.name.is_empty())
+            // (a program only known at run time, `nohup "$t" &`: the wrapper's word that names
+            // the downloaded file)
+            && invocations[0]
+                .args
+                .iter()
+                .filter_map(|a| file_ref(sem, *a))
+                .any(|a| downloaded.iter().any(|d| same_file(d, &a))));
         if wrapped {
             runs.push(command);
             continue;
