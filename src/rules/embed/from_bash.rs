@@ -29,7 +29,6 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
         .chain(words::word_splitting(sem, command))
         .chain(words::xargs_input(sem, command))
         .chain(written::written_script(sem, cx, command))
-        .chain(written::sed_inserted(sem, command))
         .collect();
     let (invocations, hot) = cx.bash_invocations(sem, command);
     if !hot {

@@ -23,6 +23,9 @@ pub(super) fn written_script<'t>(
     let k = sem.k;
     let name = command.child_by_field_id(k.f_name)?;
     let name_text = text(name, sem.src);
+    if matches!(name_text, "sed" | "gsed" | "/bin/sed" | "/usr/bin/sed") {
+        return sed_inserted(sem, command);
+    }
     // (the name first: a parent the walk did not record is found by descending from the root)
     if !matches!(
         name_text,
@@ -89,15 +92,9 @@ pub(super) fn written_script<'t>(
 /// A line `sed -i` inserts, appends or substitutes into a file that is run later (`sed -i
 /// '/^USER /i RUN curl … | sh' Dockerfile`, `sed -i '$a curl … | sh' ~/.bashrc`): checked as what
 /// that file holds (a Dockerfile's `RUN` line, shell or Python code, a pipeline's commands).
-pub(super) fn sed_inserted<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
+/// (`command` is a sed command.)
+fn sed_inserted<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
     let k = sem.k;
-    let name = command.child_by_field_id(k.f_name)?;
-    if !matches!(
-        text(name, sem.src),
-        "sed" | "gsed" | "/bin/sed" | "/usr/bin/sed"
-    ) {
-        return None;
-    }
     let args = children_in_field(command, k.f_argument);
     let in_place = |t: &str| t.starts_with("--in-place") || (t.starts_with("-i") && t.len() <= 8);
     if !args.iter().any(|a| in_place(text(*a, sem.src))) {

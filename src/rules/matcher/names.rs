@@ -18,10 +18,14 @@ const COMPUTED_NAMES: &[&str] = &[
 ];
 
 /// A set of dotted names with `*` wildcards (`os.exec*`, `subprocess.*`), matched whole. Plain
-/// names are a hash lookup; only the wildcard patterns need a regex.
+/// names are a hash lookup, a pattern whose one `*` ends it a prefix test; only the others
+/// (`scapy.*send`) need a regex.
 #[derive(Debug)]
 pub struct NameSet {
     exact: rustc_hash::FxHashSet<String>,
+    /// The text before the `*` of every pattern whose only `*` ends it (`subprocess.*`).
+    trailing: Vec<String>,
+    /// The other wildcard patterns, as one regex.
     wildcard: Option<Regex>,
     patterns: Vec<String>,
     /// The last dotted segment of every plain name (`os.system` → `system`).
@@ -37,8 +41,10 @@ impl NameSet {
         }
         let (wild, exact): (Vec<&String>, Vec<&String>) =
             names.iter().partition(|n| n.contains('*'));
+        let trailing_only = |n: &str| n.ends_with('*') && n.matches('*').count() == 1;
         let alternatives: Vec<String> = wild
             .iter()
+            .filter(|n| !trailing_only(n))
             .map(|n| regex::escape(n).replace(r"\*", r"[\w.\-]*"))
             .collect();
         let wildcard = if alternatives.is_empty() {
@@ -54,6 +60,11 @@ impl NameSet {
             wild_prefixes: wild
                 .iter()
                 .map(|n| n.split('*').next().unwrap_or("").to_string())
+                .collect(),
+            trailing: wild
+                .iter()
+                .filter(|n| trailing_only(n))
+                .map(|n| n.trim_end_matches('*').to_string())
                 .collect(),
             exact: exact.into_iter().cloned().collect(),
             wildcard,
@@ -93,11 +104,21 @@ impl NameSet {
     }
 
     pub fn contains(&self, name: &str) -> bool {
+        // (what `*` stands for: word characters, dots and dashes)
+        let wild = |rest: &str| {
+            rest.chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        };
         self.exact.contains(name)
-            || (self
-                .wild_prefixes
+            || self
+                .trailing
                 .iter()
-                .any(|p| name.starts_with(p.as_str()))
+                .any(|p| name.strip_prefix(p.as_str()).is_some_and(wild))
+            || (self.wildcard.is_some()
+                && self
+                    .wild_prefixes
+                    .iter()
+                    .any(|p| name.starts_with(p.as_str()))
                 && self.wildcard.as_ref().is_some_and(|w| w.is_match(name)))
     }
 
@@ -113,4 +134,29 @@ pub enum NameSetError {
     Empty,
     #[error(transparent)]
     Regex(#[from] regex::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NameSet;
+
+    fn set(names: &[&str]) -> NameSet {
+        NameSet::new(&names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).expect("valid names")
+    }
+
+    #[test]
+    fn wildcards_match_whole_names_with_or_without_a_regex() {
+        let s = set(&["os.system", "subprocess.*", "os.exec*", "scapy.*send"]);
+        assert!(s.contains("os.system"));
+        assert!(s.contains("subprocess.run"));
+        assert!(s.contains("subprocess.Popen.communicate"));
+        assert!(s.contains("os.execvp"));
+        assert!(s.contains("os.exec"));
+        assert!(s.contains("scapy.all.send"));
+        assert!(!s.contains("os.systems"));
+        assert!(!s.contains("subprocessx.run"));
+        assert!(!s.contains("subprocess.run(x)"));
+        assert!(!s.contains("scapy.all.sniff"));
+        assert!(!set(&["requests.*"]).contains("requests"));
+    }
 }
