@@ -334,7 +334,10 @@ fn bash_syntax_agrees_with_bash_n() {
 }
 
 /// Disagreements the fixed seed still finds in Bash (all printed by the run); Python's bound is 0.
-const BASH_KNOWN: usize = 11;
+/// The mutants are drawn from the corpus, so the count follows it: with the corpus cases the
+/// AO–AQ round added (none of them a disagreement) the fixed seed draws 27 (11 before), inside
+/// the 21–33 other seeds find, all of the open categories above.
+const BASH_KNOWN: usize = 27;
 
 #[allow(clippy::print_stdout)] // the report is the point of this test
 fn differential(language: Language) {
