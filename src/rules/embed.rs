@@ -13,6 +13,7 @@ mod awk;
 mod from_bash;
 mod from_python;
 mod perl;
+mod planted;
 mod runner;
 mod words;
 mod written;

@@ -5,7 +5,7 @@
 
 use tree_sitter::Node;
 
-use super::{Embedded, Interpreters, Origin, verbatim, written};
+use super::{Embedded, Interpreters, Origin, planted, verbatim, written};
 use crate::domain::script::Language;
 use crate::rules::bash::base_name;
 use crate::rules::grammar::{children, text};
@@ -126,7 +126,7 @@ fn written_scripts<'t>(sem: &PySem<'t>, call: Node<'t>) -> Vec<Embedded<'t>> {
         .filter_map(|(anchor, code)| {
             let (interpreter, language, code) = match written::shebang_language(&code) {
                 Some(language) => ("the script written", language, code),
-                None => written::configured_program(&code)?,
+                None => planted::configured_program(&code)?,
             };
             Some(Embedded {
                 interpreter: interpreter.into(),

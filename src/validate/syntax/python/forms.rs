@@ -215,7 +215,7 @@ impl Forms {
         } else if kind == self.as_pattern {
             targets::as_target(node)
         } else if kind == self.case_clause {
-            repeated_capture(node, src)
+            targets::repeated_capture(node, src)
         } else if kind == self.type_alias_statement {
             self.newer("type aliases (`type X = …`, PEP 695)", PY312)
         } else if (kind == self.function_definition || kind == self.class_definition)
@@ -373,45 +373,6 @@ fn future_features(statement: Node<'_>, src: &str) -> Option<Problem> {
     None
 }
 
-/// A name a `case` pattern binds twice (`case [rest, *rest]:`, `case {"a": x, **x}:`), which
-/// CPython's compiler refuses. The alternatives of `|` bind the same names, so only the first is
-/// counted; a class's name, a keyword's name and dotted value patterns bind nothing.
-fn repeated_capture(clause: Node<'_>, src: &str) -> Option<Problem> {
-    use crate::rules::grammar::children;
-    let mut names: Vec<&str> = Vec::new();
-    let mut stack: Vec<Node<'_>> = children(clause)
-        .filter(|c| c.is_named() && !matches!(c.kind(), "block" | "if_clause" | "comment"))
-        .collect();
-    while let Some(node) = stack.pop() {
-        let named = || children(node).filter(|c| c.is_named());
-        match node.kind() {
-            "identifier" => {
-                let name = text(node, src);
-                if name != "_" {
-                    if names.contains(&name) {
-                        return Some((
-                            "invalid-syntax",
-                            format!("multiple assignments to name '{name}' in pattern"),
-                        ));
-                    }
-                    names.push(name);
-                }
-            }
-            // `Point(x=…)`, `Color.RED`: a name that is looked up, not bound
-            "dotted_name" => {
-                if named().count() == 1 {
-                    stack.extend(named());
-                }
-            }
-            "union_pattern" => stack.extend(named().next()),
-            "class_pattern" | "keyword_pattern" => stack.extend(named().skip(1)),
-            "string" | "integer" | "float" | "concatenated_string" | "comment" => {}
-            _ => stack.extend(named()),
-        }
-    }
-    None
-}
-
 /// `except:` catches everything, so CPython refuses another `except` clause after it.
 /// `try:` and its block with neither an `except` nor a `finally` clause (the grammar takes the
 /// statements after it as the next ones).
@@ -527,29 +488,6 @@ mod tests {
         assert!(at(PythonVersion::new(3, 11)).is_some());
         assert!(at(PythonVersion::new(3, 12)).is_none());
         assert!(at(PythonVersion::new(3, 13)).is_none());
-    }
-
-    #[test]
-    fn a_name_bound_twice_by_a_case_pattern_is_refused() {
-        let verdict = |src: &str| crate::validate::syntax::python_problems(src).is_empty();
-        assert!(!verdict(
-            "match x:\n    case [rest, *rest] if 1:\n        pass\n"
-        ));
-        assert!(!verdict(
-            "match x:\n    case {\"a\": v, **v}:\n        pass\n"
-        ));
-        assert!(!verdict(
-            "match p:\n    case Point(x=a, y=a):\n        pass\n"
-        ));
-        assert!(verdict(
-            "match x:\n    case [a, *rest] | (a, rest):\n        pass\n"
-        ));
-        assert!(verdict(
-            "match p:\n    case Point(x=x, y=_) | Point(x=_, y=x):\n        pass\n"
-        ));
-        assert!(verdict(
-            "match c:\n    case Color.RED | Color.BLUE:\n        pass\n    case [_, _]:\n        pass\n"
-        ));
     }
 
     #[test]

@@ -1,0 +1,125 @@
+//! Whole-line shapes of Julia, HCL, Fortran, MATLAB and Tcl (research and infrastructure code
+//! saved as a `.py` or `.sh` file), counted like the other languages' in `foreign`.
+
+/// Julia: `using LinearAlgebra, Printf`, a `function` with typed parameters (`A::Matrix`), a
+/// macro call (`@printf(…)`), `println(…)`, a loop over a range without Python's `:` or Bash's `do`
+/// (`for i in 1:n`).
+pub(super) fn julia(l: &str) -> bool {
+    let module = |w: &str| {
+        w.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+            && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')
+    };
+    let range_loop = l.strip_prefix("for ").is_some_and(|rest| {
+        rest.split_once(" in ").is_some_and(|(_, range)| {
+            let range = range.trim();
+            !range.ends_with(':')
+                && !range.ends_with("do")
+                && range.split_once(':').is_some_and(|(a, b)| {
+                    !a.is_empty() && a.bytes().all(|c| c.is_ascii_digit()) && !b.is_empty()
+                })
+        })
+    });
+    l.strip_prefix("using ")
+        .is_some_and(|rest| rest.split(',').all(|w| module(w.trim())))
+        || (l.starts_with("function ") && l.contains("::"))
+        // (`function lorenz!(du, u, p, t)`: a name that ends in `!`, Julia's mutating functions)
+        || (l.starts_with("function ") && l.contains("!(") && l.ends_with(')'))
+        || [
+            "@printf(",
+            "@show ",
+            "@time ",
+            "@assert ",
+            "@info ",
+            "@sprintf(",
+        ]
+        .iter()
+        .any(|m| l.starts_with(m))
+        || l.starts_with("println(")
+        || range_loop
+}
+
+/// Fortran: `implicit none`, `program heat`/`end program`, declarations with `::`
+/// (`real(8), allocatable :: u(:)`), list-directed output (`print *, x`, `write(*,*) x`).
+pub(super) fn fortran(l: &str) -> bool {
+    let lower = l.to_ascii_lowercase();
+    let declaration = lower.split_once("::").is_some_and(|(ty, _)| {
+        [
+            "integer",
+            "real",
+            "double precision",
+            "character",
+            "logical",
+            "complex",
+            "type(",
+        ]
+        .iter()
+        .any(|t| ty.trim_start().starts_with(t))
+    });
+    lower == "implicit none"
+        || lower.starts_with("end program")
+        || lower.starts_with("end subroutine")
+        || lower.starts_with("print *,")
+        || lower.starts_with("write(*,*)")
+        || lower.starts_with("write (*,*)")
+        || declaration
+}
+
+/// MATLAB/Octave: a function with named outputs (`function [m, s] = stats(x)`, `function y =
+/// f(x)`), output calls closed by `;` (`fprintf('%d\n', n);`, `disp(x);`), matrix literals with
+/// `;` rows (`A = [1 2; 3 4];`).
+pub(super) fn matlab(l: &str) -> bool {
+    let named_outputs = l.strip_prefix("function ").is_some_and(|rest| {
+        rest.split_once(" = ").is_some_and(|(out, call)| {
+            (out.starts_with('[') && out.ends_with(']')
+                || out.chars().all(|c| c.is_alphanumeric() || c == '_'))
+                && call.contains('(')
+        })
+    });
+    let matrix = l.ends_with("];")
+        && l.split_once(" = [")
+            .is_some_and(|(_, m)| m.contains(';') && !m.contains(','));
+    named_outputs
+        || (l.ends_with(");") && (l.starts_with("fprintf(") || l.starts_with("disp(")))
+        || matrix
+}
+
+/// Tcl: `proc name {args} {`, `foreach x $items {`, `set n [expr {…}]`.
+pub(super) fn tcl(l: &str) -> bool {
+    (l.starts_with("proc ") && l.ends_with('{') && l.contains(" {"))
+        || (l.starts_with("foreach ") && l.ends_with('{'))
+        // (`for {set i 0} {$i < $n} {incr i} {`, `if {$r > 2.0} {`, `while {[gets $f line] >= 0} {`)
+        || (["for {", "if {", "while {", "} elseif {"]
+            .iter()
+            .any(|k| l.starts_with(k))
+            && l.ends_with("} {"))
+        || (l.starts_with("set ") && l.contains(" [") && l.ends_with(']'))
+}
+
+/// HCL (Terraform, Packer, Nomad): a block opened by a keyword and its quoted labels
+/// (`resource "aws_s3_bucket" "logs" {`, `variable "region" {`, `terraform {`).
+pub(super) fn hcl_block(l: &str) -> bool {
+    let Some(head) = l.strip_suffix('{') else {
+        return false;
+    };
+    let mut words = head.split_whitespace();
+    let Some(keyword) = words.next() else {
+        return false;
+    };
+    let labels: Vec<&str> = words.collect();
+    match keyword {
+        "terraform" | "locals" | "required_providers" => labels.is_empty(),
+        "resource" | "data" => {
+            labels.len() == 2
+                && labels
+                    .iter()
+                    .all(|w| w.len() > 2 && w.starts_with('"') && w.ends_with('"'))
+        }
+        "variable" | "output" | "provider" | "module" | "source" | "build" | "job" => {
+            labels.len() == 1
+                && labels[0].len() > 2
+                && labels[0].starts_with('"')
+                && labels[0].ends_with('"')
+        }
+        _ => false,
+    }
+}
