@@ -38,7 +38,8 @@ pub(super) fn written_script<'t>(
         .filter(|p| p.kind_id() == k.redirected_statement)?;
     let program = |code: String, anchor: Node<'t>, verbatim_at: Option<usize>| {
         // a Dockerfile's `RUN` instructions, a pipeline's `run:`/`script:` commands, Python code
-        if shebang_language(&code).is_none()
+        let shebang = shebang_language(&code);
+        if shebang.is_none()
             && let Some((interpreter, language, code)) = planted::configured_program(&code)
         {
             return Some(Embedded {
@@ -50,8 +51,7 @@ pub(super) fn written_script<'t>(
                 origin: Origin::Local,
             });
         }
-        let language =
-            shebang_language(&code).or_else(|| destination_language(sem, statement, command))?;
+        let language = shebang.or_else(|| destination_language(sem, statement, command))?;
         Some(Embedded {
             interpreter: if name_text == "read" {
                 "the script read into a variable".to_string()

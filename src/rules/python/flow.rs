@@ -13,6 +13,22 @@ use crate::rules::grammar::{children, text};
 /// Flow is followed this many names deep (`a = b; b = c; …`), and at most this many prefixes are
 /// kept per expression.
 pub(super) const MAX_FLOW_DEPTH: u8 = 8;
+
+/// Reads of an environment variable with a default (`os.environ.get(NAME, default)`).
+const ENV_LOOKUPS: &[&str] = &["os.getenv", "os.environ.get"];
+
+/// Calls whose value is the path they are given, as a rule reads it (`Path(p)`, `str(p)`).
+const PATH_WRAPPERS: &[&str] = &[
+    "pathlib.Path",
+    "pathlib.PosixPath",
+    "pathlib.PurePath",
+    "os.path.expanduser",
+    "os.path.abspath",
+    "os.path.realpath",
+    "os.path.normpath",
+    "os.fspath",
+    "str",
+];
 const MAX_PREFIXES: usize = 8;
 
 /// What `shlex.quote(x)` folds to when only shell safety matters: one quoted word.
@@ -261,18 +277,14 @@ impl<'a> PySem<'a> {
         let names = self.names(function_of(node)?);
         let named = |wanted: &[&str]| names.iter().any(|n| wanted.contains(&n.as_str()));
         let args = self.positional(node);
-        if named(&["os.getenv", "os.environ.get"]) {
+        if named(ENV_LOOKUPS) {
             let default = *args.get(1)?;
             return self
                 .fold(default)
                 .or_else(|| self.unset_default(default, d + 1));
         }
-        if named(&[
-            "pathlib.Path",
-            "pathlib.PosixPath",
-            "os.path.expanduser",
-            "str",
-        ]) && let [only] = args.as_slice()
+        if named(PATH_WRAPPERS)
+            && let [only] = args.as_slice()
         {
             return self.unset_default(*only, d + 1);
         }
@@ -332,7 +344,7 @@ impl<'a> PySem<'a> {
         }
         // `os.environ.get("CACHE_ROOT", "/")`: the default, the value whenever the caller leaves
         // the variable unset (the case a rule must assume)
-        if named(&["os.getenv", "os.environ.get"])
+        if named(ENV_LOOKUPS)
             && let Some(default) = args.get(1)
         {
             return self.prefixes_at(*default, d);
@@ -344,17 +356,7 @@ impl<'a> PySem<'a> {
                 return returned;
             }
         }
-        if named(&[
-            "pathlib.Path",
-            "pathlib.PosixPath",
-            "pathlib.PurePath",
-            "os.path.expanduser",
-            "os.path.abspath",
-            "os.path.realpath",
-            "os.path.normpath",
-            "os.fspath",
-            "str",
-        ]) {
+        if named(PATH_WRAPPERS) {
             return match args.len() {
                 0 => Vec::new(),
                 1 => self.prefixes_at(args[0], d),
