@@ -1,5 +1,5 @@
 //! Scripts in a language scriptgate does not run (JavaScript, Ruby, PHP, Perl, Go, Rust, C, Java,
-//! C#, PowerShell, SQL, Lua, R, Julia, HCL, Fortran, MATLAB, Tcl…), told apart by their shebang or by lines only that language writes.
+//! C#, PowerShell, SQL, Lua, R, Julia, HCL, Fortran, MATLAB, Tcl, Scala…), told apart by their shebang or by lines only that language writes.
 //!
 //! Each marker is a shape of a whole line that neither Python nor Bash produces in working code
 //! (`console.log(…);`, `my $x = …;`, `#include <…>`, `puts "…"`), grouped per language. A few are
@@ -8,7 +8,7 @@
 
 mod shapes;
 
-use shapes::{fortran, hcl_block, julia, matlab, tcl};
+use shapes::{fortran, hcl_block, julia, matlab, rake, scala, tcl};
 
 /// A third language found in `text`: how many of its lines were seen, and whether one of them (or
 /// the shebang) settles it alone.
@@ -112,6 +112,7 @@ fn typical(l: &str) -> Option<&'static str> {
         || l.contains(" do |") && l.ends_with('|')
         || l.starts_with("attr_accessor ")
         || l.starts_with("def ") && !l.ends_with(':') && (l.ends_with(')') || !l.contains('('))
+        || rake(l)
     {
         "Ruby"
     } else if l.starts_with("fmt.Println(")
@@ -128,6 +129,8 @@ fn typical(l: &str) -> Option<&'static str> {
         "Rust"
     } else if l.starts_with("System.out.println(") || l.starts_with("public class ") {
         "Java"
+    } else if scala(l) {
+        "Scala"
     } else if l.starts_with("Console.WriteLine(") {
         "C#"
     } else if l.starts_with("printf(") && semi

@@ -1,5 +1,6 @@
-//! Whole-line shapes of Julia, HCL, Fortran, MATLAB and Tcl (research and infrastructure code
-//! saved as a `.py` or `.sh` file), counted like the other languages' in `foreign`.
+//! Whole-line shapes of Julia, HCL, Fortran, MATLAB, Tcl, Rake and Scala (research, infrastructure
+//! and data-platform code saved as a `.py` or `.sh` file), counted like the other languages' in
+//! `foreign`.
 
 /// Julia: `using LinearAlgebra, Printf`, a `function` with typed parameters (`A::Matrix`), a
 /// macro call (`@printf(…)`), `println(…)`, a loop over a range without Python's `:` or Bash's `do`
@@ -121,5 +122,72 @@ pub(super) fn hcl_block(l: &str) -> bool {
                 && labels[0].ends_with('"')
         }
         _ => false,
+    }
+}
+
+/// Ruby's Rake tasks: `namespace :db do`, `task cleanup: :environment do`, `task :default do`,
+/// `desc "Remove …"`. Python has no `do` block and Bash no word ending in `:` before one.
+pub(super) fn rake(l: &str) -> bool {
+    let block = |rest: &str| rest.ends_with(" do") && rest.contains(':');
+    l.strip_prefix("namespace :")
+        .is_some_and(|rest| rest.ends_with(" do"))
+        || l.strip_prefix("task ").is_some_and(block)
+        || l.strip_prefix("desc \"")
+            .is_some_and(|rest| rest.ends_with('"'))
+}
+
+/// Scala: `object DailyRollup {`, `def main(args: Array[String]): Unit = {` (a typed definition
+/// whose body follows `= {`), `val events = spark.read…` (a binding keyword, a name, then `=` or a
+/// type), `case class Event(…)`.
+pub(super) fn scala(l: &str) -> bool {
+    let mut words = l.split_whitespace();
+    let first = words.next().unwrap_or("");
+    let second = words.next().unwrap_or("");
+    let third = words.next().unwrap_or("");
+    let identifier = |w: &str| {
+        w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    (first == "object" && identifier(second) && l.ends_with('{'))
+        || (first == "def" && l.contains("): ") && l.ends_with("= {"))
+        || (matches!(first, "val" | "lazy")
+            && (identifier(second) && third == "="
+                || second.ends_with(':') && identifier(second.trim_end_matches(':'))))
+        || l.starts_with("case class ") && l.contains('(')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{rake, scala};
+
+    #[test]
+    fn rake_and_scala_lines() {
+        for l in [
+            "namespace :cleanup do",
+            "task abandoned_carts: :environment do",
+            "desc \"Remove old carts\"",
+        ] {
+            assert!(rake(l), "{l}");
+        }
+        for l in [
+            "object DailyRollup {",
+            "def main(args: Array[String]): Unit = {",
+            "val spark = SparkSession.builder.getOrCreate()",
+            "val n: Long = 3",
+            "case class Event(ts: Long, kind: String)",
+        ] {
+            assert!(scala(l), "{l}");
+        }
+        // Python and Bash lines of the same start
+        for l in [
+            "val = 3",
+            "val == 3",
+            "task = queue.get()",
+            "desc = \"x\"",
+            "def main(args):",
+            "object = {}",
+        ] {
+            assert!(!rake(l) && !scala(l), "{l}");
+        }
     }
 }
