@@ -1,5 +1,6 @@
 //! Scripts in a language scriptgate does not run (JavaScript, Ruby, PHP, Perl, Go, Rust, C, Java,
-//! C#, PowerShell, SQL, Lua, R, Julia, HCL, Fortran, MATLAB, Tcl, Scala…), told apart by their shebang or by lines only that language writes.
+//! C#, PowerShell, SQL, Lua, R, Julia, HCL, Fortran, MATLAB, Tcl, Scala, Solidity, GDScript,
+//! AppleScript…), told apart by their shebang or by lines only that language writes.
 //!
 //! Each marker is a shape of a whole line that neither Python nor Bash produces in working code
 //! (`console.log(…);`, `my $x = …;`, `#include <…>`, `puts "…"`), grouped per language. A few are
@@ -8,7 +9,9 @@
 
 mod shapes;
 
-use shapes::{fortran, hcl_block, julia, matlab, rake, scala, tcl};
+use shapes::{
+    applescript, fortran, gdscript, hcl_block, julia, lua, matlab, rake, scala, solidity, tcl,
+};
 
 /// A third language found in `text`: how many of its lines were seen, and whether one of them (or
 /// the shebang) settles it alone.
@@ -52,6 +55,8 @@ pub(super) fn decisive(l: &str) -> Option<&'static str> {
         "Makefile"
     } else if l.starts_with("# syntax=docker/dockerfile") || dockerfile_from(l) {
         "Dockerfile"
+    } else if l.starts_with("pragma solidity ") {
+        "Solidity"
     } else if l == "package main" || l.starts_with("func main()") {
         "Go"
     } else if l.starts_with("#include <") || l.starts_with("#include \"") {
@@ -131,6 +136,12 @@ fn typical(l: &str) -> Option<&'static str> {
         "Java"
     } else if scala(l) {
         "Scala"
+    } else if solidity(l) {
+        "Solidity"
+    } else if gdscript(l) {
+        "GDScript"
+    } else if applescript(l) {
+        "AppleScript"
     } else if l.starts_with("Console.WriteLine(") {
         "C#"
     } else if l.starts_with("printf(") && semi
@@ -142,7 +153,7 @@ fn typical(l: &str) -> Option<&'static str> {
         "PowerShell"
     } else if sql(l) {
         "SQL"
-    } else if first == "local" && l.contains(" = ") && !l.contains('$') {
+    } else if first == "local" && l.contains(" = ") && !l.contains('$') || lua(l) {
         "Lua"
     } else if r_assignment(l)
         || l.starts_with("library(")

@@ -1,6 +1,6 @@
-//! Whole-line shapes of Julia, HCL, Fortran, MATLAB, Tcl, Rake and Scala (research, infrastructure
-//! and data-platform code saved as a `.py` or `.sh` file), counted like the other languages' in
-//! `foreign`.
+//! Whole-line shapes of Julia, HCL, Fortran, MATLAB, Tcl, Rake, Scala, Lua, GDScript, Solidity and
+//! AppleScript (research, infrastructure, data-platform, game and desktop code saved as a `.py` or
+//! `.sh` file), counted like the other languages' in `foreign`.
 
 /// Julia: `using LinearAlgebra, Printf`, a `function` with typed parameters (`A::Matrix`), a
 /// macro call (`@printf(…)`), `println(…)`, a loop over a range without Python's `:` or Bash's `do`
@@ -156,9 +156,79 @@ pub(super) fn scala(l: &str) -> bool {
         || l.starts_with("case class ") && l.contains('(')
 }
 
+/// Lua (game mods, editor and server scripting): `local function f(x)`, a callback closed by
+/// `end)`, `if x then` / `for k, v in pairs(t) do` without Bash's `;` before the keyword,
+/// `elseif`.
+pub(super) fn lua(l: &str) -> bool {
+    let header = |keyword: &str, rest: &str| {
+        l.strip_prefix(keyword)
+            .is_some_and(|body| body.ends_with(rest) && !body.contains(';') && !body.contains('['))
+    };
+    l.starts_with("local function ")
+        || l == "end)"
+        || l.starts_with("elseif ") && l.ends_with(" then")
+        || header("if ", " then")
+        || header("for ", " do") && (l.contains(" = ") || l.contains("pairs("))
+}
+
+/// Godot's GDScript, which reads like Python but is not: `extends Node2D`, `@export var speed:
+/// float = 180.0`, `@onready var …`, `func _ready():`, `var velocity = …`.
+pub(super) fn gdscript(l: &str) -> bool {
+    let mut words = l.split_whitespace();
+    let first = words.next().unwrap_or("");
+    let second = words.next().unwrap_or("");
+    (first == "extends"
+        && words.next().is_none()
+        && second.starts_with(|c: char| c.is_ascii_uppercase())
+        && second
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        || (matches!(first, "@export" | "@onready" | "@export_range" | "@tool")
+            && l.contains("var "))
+        || (first == "func" && l.contains('(') && l.ends_with(':'))
+        || (first == "var"
+            && !l.ends_with(';')
+            && (l.contains(" = ") || l.contains(": "))
+            && !second.is_empty()
+            && second != "=")
+}
+
+/// Solidity: `pragma solidity ^0.8.24;`, `contract GuildGold is ERC20, Ownable {`, functions with
+/// a visibility (`function mint(address to) external onlyOwner {`), `mapping(…)`, `emit …;`.
+pub(super) fn solidity(l: &str) -> bool {
+    l.starts_with("pragma solidity ")
+        || (l.starts_with("contract ") || l.starts_with("interface ") || l.starts_with("library "))
+            && l.ends_with('{')
+        || l.starts_with("function ")
+            && l.split_once(')').is_some_and(|(_, after)| {
+                [
+                    " public",
+                    " external",
+                    " internal",
+                    " private",
+                    " view",
+                    " pure",
+                ]
+                .iter()
+                .any(|v| after.contains(v))
+            })
+        || l.starts_with("mapping(")
+        || l.starts_with("emit ") && l.ends_with(");")
+}
+
+/// AppleScript (macOS automation): `tell application "Finder"`, `end tell`/`end if`/`end repeat`,
+/// `display dialog …`, `set answer to …`.
+pub(super) fn applescript(l: &str) -> bool {
+    l.starts_with("tell application \"")
+        || matches!(l, "end tell" | "end if" | "end repeat" | "end try")
+        || l.starts_with("display dialog ")
+        || l.starts_with("display notification ")
+        || l.starts_with("set ") && l.contains(" to ") && !l.contains('=') && !l.contains('$')
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{rake, scala};
+    use super::{applescript, gdscript, lua, rake, scala, solidity};
 
     #[test]
     fn rake_and_scala_lines() {
@@ -188,6 +258,59 @@ mod tests {
             "object = {}",
         ] {
             assert!(!rake(l) && !scala(l), "{l}");
+        }
+    }
+
+    #[test]
+    fn game_contract_and_desktop_lines() {
+        for l in [
+            "local function fmt_time(ticks)",
+            "end)",
+            "if not force.valid then",
+            "for _, p in pairs(game.players) do",
+            "elseif n > 3 then",
+        ] {
+            assert!(lua(l), "{l}");
+        }
+        for l in [
+            "extends CharacterBody2D",
+            "@export var speed: float = 180.0",
+            "func _physics_process(delta):",
+            "var direction = Input.get_axis(\"a\", \"b\")",
+        ] {
+            assert!(gdscript(l), "{l}");
+        }
+        for l in [
+            "pragma solidity ^0.8.24;",
+            "contract GuildGold is ERC20, Ownable {",
+            "function mint(address to, uint256 amount) external onlyOwner {",
+        ] {
+            assert!(solidity(l), "{l}");
+        }
+        for l in [
+            "tell application \"System Events\" to restart",
+            "end if",
+            "display dialog \"Restart?\"",
+            "set userChoice to button returned of (x)",
+        ] {
+            assert!(applescript(l), "{l}");
+        }
+        // Python and Bash lines of the same start
+        for l in [
+            "if [ -f x ]; then",
+            "for i in 1 2 3; do",
+            "for f in \"${files[@]}\"; do",
+            "set -euo pipefail",
+            "set -- a b",
+            "var = 3",
+            "extends = []",
+            "function deploy() {",
+            "function f { echo public; }",
+        ] {
+            assert!(
+                !lua(l) && !gdscript(l) && !solidity(l) && !applescript(l),
+                "{l}"
+            );
         }
     }
 }
