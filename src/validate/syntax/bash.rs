@@ -19,6 +19,7 @@
 
 use tree_sitter::{Node, TreeCursor};
 
+mod herestrings;
 mod merged;
 mod rewrite;
 mod tokens;

@@ -265,6 +265,11 @@ mod tests {
             None,
         ),
         ("gpg --passphrase-fd 3 -c f 3<<<\"$P\"\ncat 10<<<x\n", None),
+        // a here-string after file redirections, on a command and on a compound command
+        (
+            "if b=$(f) && jq -e . >/dev/null <<<\"$b\"; then :; fi\nwhile read -r l; do :; done 2>&1 <<< \"$x\"\n",
+            None,
+        ),
         ("coproc C { }\n", Some("unexpected-token")),
         (
             "coproc while true; do :; done\ncoproc for ((i=0;i<3;i++)); do :; done\n",

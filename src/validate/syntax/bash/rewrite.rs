@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use super::words;
+use super::{herestrings, words};
 
 /// The text to parse: `text` with evasions that hide a command from the grammar undone, keeping
 /// every byte offset (see the module docs). Borrowed when nothing needs changing.
@@ -17,7 +17,7 @@ use super::words;
 ///   `<>` becomes `>>`, `!` before a compound command a blank, `coproc` (and its NAME) and a
 ///   here-string's descriptor number blanks, and the insides bash leaves
 ///   unparsed (`[ … ]` as a command, arithmetic, malformed `${…}`) are rewritten
-///   (`words`).
+///   (`words`), and a here-string after file redirections moves in front of them (`herestrings`).
 pub fn normalize(text: &str) -> Cow<'_, str> {
     let src = text.as_bytes();
     // Each pass looks for its trigger with memchr's substring search first and only copies the
@@ -60,7 +60,8 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
     let expansions = edits.len();
     edits.extend(words::malformed_expansions(src));
     let braces = starts_a_line_with_a_brace_list(text);
-    if edits.is_empty() && !braces {
+    let herestrings = herestrings::present(src);
+    if edits.is_empty() && !braces && !herestrings {
         return Cow::Borrowed(text);
     }
     let mut bytes = src.to_vec();
@@ -97,6 +98,9 @@ pub fn normalize(text: &str) -> Cow<'_, str> {
     }
     if braces {
         brace_lists_to_words(&mut bytes);
+    }
+    if herestrings {
+        herestrings::reorder(&mut bytes);
     }
     // Only ASCII bytes were replaced by ASCII spaces, so the bytes are still UTF-8.
     Cow::Owned(String::from_utf8(bytes).expect("ASCII-for-ASCII replacement keeps UTF-8"))
