@@ -123,7 +123,10 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
                 }
             }
             found.push(e);
-        } else if sem.reads_program_from_stdin(inv) && !takes_operands(&invocations, inv) {
+        } else if sem.reads_program_from_stdin(inv)
+            && !takes_operands(&invocations, inv)
+            && !on_a_terminal(sem, &invocations, inv)
+        {
             found.push(stdin_program(sem, command, &inv.name, interp.language));
         }
     }
@@ -138,6 +141,20 @@ fn takes_operands(chain: &[Invocation<'_>], inv: &Invocation<'_>) -> bool {
         .iter()
         .take_while(|i| !std::ptr::eq(*i, inv))
         .any(|i| matches!(i.name.as_str(), "xargs" | "parallel"))
+}
+
+/// Whether `inv` runs under a job launcher that gives it a terminal (`srun --pty bash -l`): its
+/// standard input is the person at that terminal, an interactive session, not a program.
+fn on_a_terminal(sem: &BashSem<'_>, chain: &[Invocation<'_>], inv: &Invocation<'_>) -> bool {
+    chain
+        .iter()
+        .take_while(|i| !std::ptr::eq(*i, inv))
+        .any(|i| {
+            i.name == "srun"
+                && i.args
+                    .iter()
+                    .any(|a| sem.fold(*a).is_some_and(|w| w == "--pty"))
+        })
 }
 
 /// `ssh HOST bash -s -- ARGS <<'EOF' … EOF`: the remote command is an interpreter reading its
