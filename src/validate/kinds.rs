@@ -142,6 +142,8 @@ impl Kinds {
             "assignment",
             "augmented_assignment",
             "for_statement",
+            // a comprehension's `for` clause binds its variable like a loop
+            "for_in_clause",
             "as_pattern",
             // `opts.update(shell=True)` adds to a dict a later `**opts` passes
             "call",

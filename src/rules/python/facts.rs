@@ -89,7 +89,7 @@ impl<'t> PyFacts<'t> {
             self.observe_assignment(k, node, src);
         } else if kind == k.augmented_assignment {
             self.observe_augmented(k, node, src);
-        } else if kind == k.for_statement {
+        } else if kind == k.for_statement || kind == k.for_in_clause {
             self.observe_for(k, node, src);
         } else if kind == k.call {
             self.observe_dict_update(k, node, src);
@@ -436,7 +436,14 @@ impl<'t> PyFacts<'t> {
         ) else {
             return;
         };
-        let scope = (node.start_byte(), node.end_byte());
+        // a comprehension's clause binds its variable in the whole comprehension, the body
+        // before the clause included (`[open(rc, "a") for rc in glob("/home/*/.bashrc")]`)
+        let whole = if node.kind_id() == k.for_in_clause {
+            node.parent().unwrap_or(node)
+        } else {
+            node
+        };
+        let scope = (whole.start_byte(), whole.end_byte());
         if left.kind_id() == k.identifier {
             self.record_loop(ident(left, src), Binding::Item(right, None), scope);
             return;
