@@ -9,6 +9,9 @@ use super::{BashKinds, BashSem};
 use crate::rules::codec::decode_c_escapes;
 use crate::rules::grammar::{children_in_field, text};
 
+/// At most this many constants are kept as a variable's [`BashFacts::alternatives`].
+const MAX_ALTERNATIVES: usize = 16;
+
 /// Variables assigned in a script.
 #[derive(Debug, Default)]
 pub struct BashFacts {
@@ -38,6 +41,10 @@ pub struct BashFacts {
     /// (`RC="$HOME/.bashrc"`, then `RC="$HOME/.zshrc"`): what a file name ends with when its start
     /// is only known at run time.
     pub(crate) assigned_ranges: FxHashMap<String, Vec<(usize, usize)>>,
+    /// Every value assigned to a variable when each is a constant (`cmd="show run"` in one
+    /// `case` branch, `cmd="show config"` in another): the values it can hold. `None` once one
+    /// assignment is only known at run time or appends.
+    pub(crate) alternatives: FxHashMap<String, Option<Vec<String>>>,
     /// The branches of the script's `case` statements (which narrow what a variable holds), in
     /// document order.
     pub(super) case_items: Vec<CaseItem>,
@@ -110,6 +117,19 @@ impl BashFacts {
             let appends = src
                 .get(node.start_byte()..)
                 .is_some_and(|t| t[name.len().min(t.len())..].starts_with("+="));
+            let alternative = value.clone().filter(|_| !appends);
+            let slot = self
+                .alternatives
+                .entry(name.clone())
+                .or_insert_with(|| Some(Vec::new()));
+            match (slot.as_mut(), alternative) {
+                (Some(values), Some(v)) if values.len() < MAX_ALTERNATIVES => {
+                    if !values.contains(&v) {
+                        values.push(v);
+                    }
+                }
+                _ => *slot = None,
+            }
             let first = !self.consts.contains_key(&name);
             let value = match (self.consts.get(&name), appends) {
                 (None, false) => value,

@@ -61,6 +61,13 @@ impl BashSem<'_> {
         Some(out)
     }
 
+    /// The constants a plain expansion of a variable can stand for (`"$cmd"`), when every
+    /// assignment of that variable is a constant (see `BashFacts::alternatives`).
+    pub fn assigned_alternatives(&self, node: Node<'_>) -> Option<Vec<String>> {
+        let values = self.facts.alternatives.get(self.expanded_variable(node)?)?;
+        values.clone().filter(|v| !v.is_empty())
+    }
+
     /// The known leading parts of a node's values: the values when all are known, else the
     /// constant text before the first part only known at run time.
     pub fn prefixes(&self, node: Node<'_>) -> Vec<String> {

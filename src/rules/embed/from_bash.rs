@@ -83,7 +83,8 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
         if let Some(runner) = table.runners.iter().find(|r| r.names.contains(&inv.name)) {
             found.extend(
                 remote_stdin_program(sem, command, inv, runner)
-                    .or_else(|| runner_command(sem, inv, runner)),
+                    .map(|e| vec![e])
+                    .unwrap_or_else(|| runner_command(sem, inv, runner)),
             );
             continue;
         }
@@ -219,19 +220,28 @@ fn runner_command<'t>(
     sem: &BashSem<'_>,
     inv: &Invocation<'t>,
     runner: &ShellRunner,
-) -> Option<Embedded<'t>> {
+) -> Vec<Embedded<'t>> {
     if let Some(e) = code_in_word(sem, inv, &runner.code_prefixes) {
-        return Some(e);
+        return vec![e];
     }
     if !runner.code_flags.is_empty() {
         let flags: Vec<&str> = runner.code_flags.iter().map(String::as_str).collect();
-        return code_after_flag(sem, inv, &flags, &inv.name, Some(Language::Bash));
+        return code_after_flag(sem, inv, &flags, &inv.name, Some(Language::Bash))
+            .into_iter()
+            .collect();
     }
     if !runner.rest {
-        return None;
+        return Vec::new();
     }
     let words = command_words(sem, inv, runner);
-    let anchor = *words.first()?;
+    let Some(&anchor) = words.first() else {
+        return Vec::new();
+    };
+    let origin = if runner.remote {
+        Origin::Remote
+    } else {
+        Origin::Local
+    };
     // A remote shell (ssh's, `skip`ping the host) runs the words on another machine: their
     // run-time parts stand as one word there, so the command's shape is what is checked.
     let fold = |w: &Node<'t>| {
@@ -245,19 +255,35 @@ fn runner_command<'t>(
     let code = code
         .map(|c| c.join(" "))
         .filter(|c| runner.skip == 0 || runtime_parts_are_arguments(c));
+    // One word naming the whole command, set to one of a few constants by a loop or by the
+    // branches of a `case` (`case $platform in ios) cmd="show running-config" ;; …`): each.
+    if code.is_none()
+        && let [word] = words[..]
+        && let Some(values) = sem
+            .possible_values(word)
+            .or_else(|| sem.assigned_alternatives(word))
+    {
+        return values
+            .into_iter()
+            .map(|value| Embedded {
+                interpreter: inv.name.clone(),
+                language: Some(Language::Bash),
+                code: Some(value),
+                anchor,
+                verbatim_at: None,
+                origin,
+            })
+            .collect();
+    }
     let verbatim_at = code.as_deref().and_then(|c| verbatim(sem.src, anchor, c));
-    Some(Embedded {
+    vec![Embedded {
         interpreter: inv.name.clone(),
         language: Some(Language::Bash),
         code,
         anchor,
         verbatim_at,
-        origin: if runner.remote {
-            Origin::Remote
-        } else {
-            Origin::Local
-        },
-    })
+        origin,
+    }]
 }
 
 /// `bash -c CODE`, `python3 -c CODE`, `bash -lc CODE`.
