@@ -221,6 +221,8 @@ mod tests {
         "tok = \"\".join([\"ghp_\", \"JdqL2kVF8thrxFeUZCRj\", \"AbNX7iFdh5MmdDWI\"])\n",
         "parts = (\"ghp_\", \"JdqL2kVF8thrxFeUZCRj\", \"AbNX7iFdh5MmdDWI\")\ntok = \"\".join(parts)\n",
         "prefix = \"ghp_\"\nbody = \"N86tKvycm7L8gqLCHBKer0aF7boFJTnAYVIh\"\ntoken = prefix + body\n",
+        // pieces unpacked into names in one assignment
+        "_a, _b = \"ghp_N86tKvycm7L8gq\", \"LCHBKer0aF7boFJTnAYVIh\"\ntok = f\"{_a}{_b}\"\n",
         "requests.get(url, headers={\"Authorization\": \"token \" + \"ghp_\" + \"ZM5yDoNcQiZ0wIW8se7DIv3tmxvJm8aHGHJS\"})\n",
         // splats and `%` of a tuple held in a name
         "parts = [\"JdqL2kVF8thrxFeUZCRj\", \"AbNX7iFdh5MmdDWI\"]\ntok = \"ghp_{}{}\".format(*parts)\n",

@@ -60,6 +60,11 @@ pub struct PyFacts<'t> {
     /// Each `for` loop's binding of its variables, with the loop's byte range: a name two loops
     /// use (`for f in glob(…)` … `for f in (…)`) is `Many` as a whole but each loop's own inside it.
     pub(super) loop_scopes: HashMap<String, Vec<(usize, usize, Binding<'t>)>>,
+    /// Names assigned inside a function, with the function's byte range: a name several
+    /// functions each assign once (`rc = Path.home() / ".npmrc"` in one, `rc = … ".pypirc"` in
+    /// another) is `Many` as a whole but each function's own inside it. `None` when the function
+    /// assigns it more than once.
+    pub(super) local_scopes: HashMap<String, Vec<(usize, usize, Option<Binding<'t>>)>>,
     /// Names of the functions defined so far (`def f`, `f = lambda …`).
     functions: rustc_hash::FxHashSet<String>,
     /// The `def` statements by name, at any depth (a call finds its function without climbing
@@ -346,7 +351,10 @@ impl<'t> PyFacts<'t> {
             return;
         }
         if left.kind_id() != k.identifier {
-            // `a, b = …`: each name is bound, to nothing the walk follows.
+            if self.observe_unpacking(k, left, right, src) {
+                return;
+            }
+            // `a, b = f()`: each name is bound, to nothing the walk follows.
             for name in children(left).filter(|n| n.kind_id() == k.identifier) {
                 self.record(ident(name, src), Binding::Many);
                 self.consts.insert(ident(name, src), None);
@@ -364,6 +372,7 @@ impl<'t> PyFacts<'t> {
             }
             _ => self.record(name.clone(), Binding::Value(right)),
         }
+        self.record_local(k, node, &name, Binding::Value(right));
         let sem = PySem::new(k, self, src);
         let folded = sem.fold(right);
         let names = if folded.is_none() && is_name_expr(k, right) {
@@ -386,6 +395,42 @@ impl<'t> PyFacts<'t> {
         };
         self.consts.insert(name.clone(), value);
         self.containers.insert(name, items);
+    }
+
+    /// `a, b, c = "…", "…", "…"`: as many names as values, each name bound to its value (and
+    /// folded, when it is bound once). False when the two sides do not pair up (a call, a
+    /// starred name, a nested pattern), so the caller binds the names to nothing.
+    fn observe_unpacking(
+        &mut self,
+        k: &PyKinds,
+        left: Node<'t>,
+        right: Node<'t>,
+        src: &str,
+    ) -> bool {
+        let names: Vec<Node<'t>> = children(left).filter(|n| n.is_named()).collect();
+        let values: Vec<Node<'t>> = if matches!(right.kind(), "expression_list" | "tuple") {
+            children(right).filter(|n| n.is_named()).collect()
+        } else {
+            return false;
+        };
+        if names.len() != values.len()
+            || names.iter().any(|n| n.kind_id() != k.identifier)
+            || values.iter().any(|v| v.kind_id() == k.list_splat)
+        {
+            return false;
+        }
+        for (name, value) in names.into_iter().zip(values) {
+            let name = ident(name, src);
+            self.record(name.clone(), Binding::Value(value));
+            let folded = if self.consts.contains_key(&name) {
+                None
+            } else {
+                PySem::new(k, self, src).fold(value)
+            };
+            self.consts.insert(name.clone(), folded);
+            self.containers.insert(name, None);
+        }
+        true
     }
 
     /// `x += "…"` after `x = "…"`: still a constant, the concatenation (in document order).
@@ -464,6 +509,36 @@ impl<'t> PyFacts<'t> {
             .entry(name)
             .or_default()
             .push((scope.0, scope.1, binding));
+    }
+
+    /// Notes an assignment of `name` inside the innermost function holding `node` (none at
+    /// module level).
+    fn record_local(&mut self, k: &PyKinds, node: Node<'t>, name: &str, binding: Binding<'t>) {
+        let mut scope = node.parent();
+        while let Some(n) = scope {
+            if n.kind_id() == k.function_definition {
+                break;
+            }
+            scope = n.parent();
+        }
+        let Some(function) = scope else { return };
+        let range = (function.start_byte(), function.end_byte());
+        let scopes = self.local_scopes.entry(name.to_string()).or_default();
+        match scopes.iter_mut().find(|(s, e, _)| (*s, *e) == range) {
+            Some(entry) => entry.2 = None,
+            None => scopes.push((range.0, range.1, Some(binding))),
+        }
+    }
+
+    /// The one assignment of `name` in the innermost function holding the byte `at`, if that
+    /// function assigns it exactly once.
+    pub(super) fn local_binding_at(&self, name: &str, at: usize) -> Option<Binding<'t>> {
+        self.local_scopes
+            .get(name)?
+            .iter()
+            .filter(|(start, end, _)| *start <= at && at < *end)
+            .min_by_key(|(start, end, _)| end - start)
+            .and_then(|(_, _, b)| *b)
     }
 
     /// Each loop over `name` holding the byte `at` binds it as `binding` from now on.

@@ -60,6 +60,7 @@ impl<'a> PySem<'a> {
             Some(Binding::Many) => self
                 .facts
                 .loop_binding_at(&name, node.start_byte())
+                .or_else(|| self.facts.local_binding_at(&name, node.start_byte()))
                 .or(Some(Binding::Many)),
             other => other,
         }
