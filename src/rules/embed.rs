@@ -109,6 +109,10 @@ struct RawShellRunner {
     skip: usize,
     #[serde(default)]
     remote: bool,
+    #[serde(default)]
+    subcommands: Vec<String>,
+    #[serde(default)]
+    after_dashes: bool,
 }
 
 /// A program that hands one of its arguments to a shell (`su -c CMD`, `watch CMD…`).
@@ -129,6 +133,10 @@ pub struct ShellRunner {
     skip: usize,
     /// The command runs on another host ([`Origin::Remote`]).
     remote: bool,
+    /// Only these subcommands run a command (`kubectl exec`, `kubectl debug`); empty: all.
+    subcommands: Vec<String>,
+    /// The command is every word after the first `--` (`kubectl exec POD -- CMD…`).
+    after_dashes: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -233,6 +241,8 @@ impl Interpreters {
                     until: r.until,
                     skip: r.skip,
                     remote: r.remote,
+                    subcommands: r.subcommands,
+                    after_dashes: r.after_dashes,
                 })
             })
             .collect::<Result<_, RuleError>>()?;

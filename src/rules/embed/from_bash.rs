@@ -6,6 +6,7 @@ use tree_sitter::Node;
 
 use super::runner::{
     RUNTIME_WORD, RuntimeCode, command_words, runtime_code, runtime_parts_are_arguments,
+    words_after_dashes,
 };
 use super::{
     Embedded, Interpreter, Origin, ShellRunner, awk, is_code_flag, verbatim, words, written,
@@ -233,7 +234,11 @@ fn runner_command<'t>(
     if !runner.rest {
         return Vec::new();
     }
-    let words = command_words(sem, inv, runner);
+    let words = if runner.after_dashes {
+        words_after_dashes(sem, inv, runner)
+    } else {
+        command_words(sem, inv, runner)
+    };
     let Some(&anchor) = words.first() else {
         return Vec::new();
     };
@@ -243,9 +248,13 @@ fn runner_command<'t>(
         Origin::Local
     };
     // A remote shell (ssh's, `skip`ping the host) runs the words on another machine: their
-    // run-time parts stand as one word there, so the command's shape is what is checked.
+    // run-time parts stand as one word there, so the command's shape is what is checked. A
+    // container runtime (`after_dashes`) passes the words as they are, with no shell between:
+    // each stays one word (quoted) in the code checked.
     let fold = |w: &Node<'t>| {
-        if runner.skip > 0 {
+        if runner.after_dashes {
+            sem.fold_with(*w, RUNTIME_WORD).map(|v| shell_quote(&v))
+        } else if runner.skip > 0 {
             sem.fold_with(*w, RUNTIME_WORD)
         } else {
             sem.fold(*w)
@@ -254,7 +263,7 @@ fn runner_command<'t>(
     let code: Option<Vec<String>> = words.iter().map(fold).collect();
     let code = code
         .map(|c| c.join(" "))
-        .filter(|c| runner.skip == 0 || runtime_parts_are_arguments(c));
+        .filter(|c| (runner.skip == 0 && !runner.after_dashes) || runtime_parts_are_arguments(c));
     // One word naming the whole command, set to one of a few constants by a loop or by the
     // branches of a `case` (`case $platform in ios) cmd="show running-config" ;; …`): each.
     if code.is_none()
@@ -561,8 +570,30 @@ fn piped_program<'t>(
     })
 }
 
+/// `word` as one shell word: unchanged when it has nothing the shell would split or expand,
+/// else in single quotes (`''` for an empty word).
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./=:@%+,-".contains(&b));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn words_a_container_runtime_passes_stay_one_word_each() {
+        assert_eq!(super::shell_quote("etcdctl"), "etcdctl");
+        assert_eq!(super::shell_quote(""), "''");
+        assert_eq!(super::shell_quote("rm -rf /"), "'rm -rf /'");
+        assert_eq!(super::shell_quote("it's"), "'it'\\''s'");
+    }
+
     use super::bind_positional;
 
     fn bound(code: &str, params: &[&str]) -> String {

@@ -46,6 +46,33 @@ pub(super) fn command_words<'t>(
         .collect()
 }
 
+/// The words an `after_dashes` runner runs: those after its first `--`, when one of its
+/// `subcommands` comes before (`kubectl -n ns exec POD -c app -- sh -c CODE`). None for a bare
+/// shell or interpreter (`kubectl exec -it POD -- bash`): a session for the person at the
+/// terminal, not a program.
+pub(super) fn words_after_dashes<'t>(
+    sem: &BashSem<'_>,
+    inv: &Invocation<'t>,
+    runner: &ShellRunner,
+) -> Vec<Node<'t>> {
+    let folded: Vec<Option<String>> = inv.args.iter().map(|a| sem.fold(*a)).collect();
+    let Some(dashes) = folded.iter().position(|f| f.as_deref() == Some("--")) else {
+        return Vec::new();
+    };
+    let chosen = runner.subcommands.is_empty()
+        || folded[..dashes]
+            .iter()
+            .flatten()
+            .any(|f| runner.subcommands.contains(f));
+    let words = &inv.args[dashes + 1..];
+    let interactive = matches!(folded.get(dashes + 1), Some(Some(w)) if words.len() == 1
+        && matches!(base_name(w), "sh" | "bash" | "zsh" | "ash" | "dash" | "python" | "python3" | "psql" | "mysql" | "redis-cli" | "mongosh"));
+    if !chosen || interactive {
+        return Vec::new();
+    }
+    words.to_vec()
+}
+
 /// What a run-time part of a remote command stands as (see `runner_command`).
 pub(super) const RUNTIME_WORD: &str = "SCRIPTGATE_RUNTIME_VALUE";
 
