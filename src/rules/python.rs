@@ -23,6 +23,7 @@ mod matching;
 mod names;
 mod ops;
 mod params;
+mod scopes;
 
 pub use facts::{Binding, PyFacts};
 pub(crate) use ops::str_format;

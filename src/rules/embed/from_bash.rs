@@ -6,7 +6,7 @@ use tree_sitter::Node;
 
 use super::runner::{
     RUNTIME_WORD, RuntimeCode, command_words, runtime_code, runtime_parts_are_arguments,
-    words_after_dashes,
+    shell_quote, words_after_dashes,
 };
 use super::{
     Embedded, Interpreter, Origin, ShellRunner, awk, is_code_flag, verbatim, words, written,
@@ -570,30 +570,8 @@ fn piped_program<'t>(
     })
 }
 
-/// `word` as one shell word: unchanged when it has nothing the shell would split or expand,
-/// else in single quotes (`''` for an empty word).
-fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_./=:@%+,-".contains(&b));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn words_a_container_runtime_passes_stay_one_word_each() {
-        assert_eq!(super::shell_quote("etcdctl"), "etcdctl");
-        assert_eq!(super::shell_quote(""), "''");
-        assert_eq!(super::shell_quote("rm -rf /"), "'rm -rf /'");
-        assert_eq!(super::shell_quote("it's"), "'it'\\''s'");
-    }
-
     use super::bind_positional;
 
     fn bound(code: &str, params: &[&str]) -> String {

@@ -73,6 +73,20 @@ pub(super) fn words_after_dashes<'t>(
     words.to_vec()
 }
 
+/// `word` as one shell word: unchanged when it has nothing the shell would split or expand,
+/// else in single quotes (`''` for an empty word).
+pub(super) fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./=:@%+,-".contains(&b));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 /// What a run-time part of a remote command stands as (see `runner_command`).
 pub(super) const RUNTIME_WORD: &str = "SCRIPTGATE_RUNTIME_VALUE";
 
@@ -186,7 +200,15 @@ fn all_options(words: &[String], runner: &ShellRunner) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{RUNTIME_WORD, runtime_parts_are_arguments};
+    use super::{RUNTIME_WORD, runtime_parts_are_arguments, shell_quote};
+
+    #[test]
+    fn words_a_container_runtime_passes_stay_one_word_each() {
+        assert_eq!(shell_quote("etcdctl"), "etcdctl");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("rm -rf /"), "'rm -rf /'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
 
     #[test]
     fn run_time_parts_of_a_remote_command_may_only_be_arguments() {
