@@ -74,7 +74,7 @@ pub struct PyKinds {
     generator_expression: u16,
     list_comprehension: u16,
     list_splat: u16,
-    function_definition: u16,
+    pub(crate) function_definition: u16,
     lambda: u16,
     class_definition: u16,
     f_parameters: u16,

@@ -33,9 +33,25 @@ pub(super) fn written_script<'t>(
     ) {
         return None;
     }
-    let statement = cx
-        .parent(command)
-        .filter(|p| p.kind_id() == k.redirected_statement)?;
+    // (`grep -q x rc || printf … >> rc`: the tree hangs the redirection on the whole list, but
+    // Bash gives it to the list's last command)
+    let mut statement = cx.parent(command)?;
+    let mut last = command;
+    while statement.kind_id() == k.list
+        && statement
+            .named_child(
+                u32::try_from(statement.named_child_count())
+                    .unwrap_or(0)
+                    .saturating_sub(1),
+            )
+            .is_some_and(|c| c.id() == last.id())
+    {
+        last = statement;
+        statement = cx.parent(statement)?;
+    }
+    if statement.kind_id() != k.redirected_statement {
+        return None;
+    }
     let program = |code: String, anchor: Node<'t>, verbatim_at: Option<usize>| {
         // a Dockerfile's `RUN` instructions, a pipeline's `run:`/`script:` commands, Python code
         let shebang = shebang_language(&code);
@@ -134,7 +150,8 @@ fn destination_language(
     })
 }
 
-/// Whether `path` names a file a shell reads at start-up (`~/.bashrc`, `/etc/profile`…): what
+/// Whether `path` names a file a shell reads at start-up (`~/.bashrc`, `/etc/profile`…, or a
+/// dotfiles repository's `bashrc` that is installed as one): what
 /// is appended to it runs in every new shell.
 pub(super) fn is_shell_startup_file(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
@@ -152,6 +169,9 @@ pub(super) fn is_shell_startup_file(path: &str) -> bool {
             | ".kshrc"
             | ".mkshrc"
             | "bash.bashrc"
+            | "bashrc"
+            | "bash_profile"
+            | "bash_aliases"
             | "zshrc"
             | "zprofile"
             | "profile"

@@ -83,15 +83,16 @@ pub struct Growth<'t> {
 }
 
 impl<'t> PyFacts<'t> {
-    /// Records what `node` binds, if anything. Called in document order.
-    pub fn observe(&mut self, k: &PyKinds, node: Node<'t>, src: &str) {
+    /// Records what `node` binds, if anything. Called in document order; `function` is the
+    /// innermost function definition holding `node`, if any.
+    pub fn observe(&mut self, k: &PyKinds, node: Node<'t>, function: Option<Node<'t>>, src: &str) {
         let kind = node.kind_id();
         if kind == k.import_statement {
             self.observe_import(k, node, src);
         } else if kind == k.import_from_statement {
             self.observe_from_import(k, node, src);
         } else if kind == k.assignment {
-            self.observe_assignment(k, node, src);
+            self.observe_assignment(k, node, function, src);
         } else if kind == k.augmented_assignment {
             self.observe_augmented(k, node, src);
         } else if kind == k.for_statement || kind == k.for_in_clause {
@@ -299,7 +300,13 @@ impl<'t> PyFacts<'t> {
         }
     }
 
-    fn observe_assignment(&mut self, k: &PyKinds, node: Node<'t>, src: &str) {
+    fn observe_assignment(
+        &mut self,
+        k: &PyKinds,
+        node: Node<'t>,
+        function: Option<Node<'t>>,
+        src: &str,
+    ) {
         let (Some(left), Some(right)) = (
             node.child_by_field_id(k.f_left),
             node.child_by_field_id(k.f_right),
@@ -372,7 +379,9 @@ impl<'t> PyFacts<'t> {
             }
             _ => self.record(name.clone(), Binding::Value(right)),
         }
-        self.record_local(k, node, &name, Binding::Value(right));
+        if let Some(function) = function {
+            self.record_local(function, &name, Binding::Value(right));
+        }
         let sem = PySem::new(k, self, src);
         let folded = sem.fold(right);
         let names = if folded.is_none() && is_name_expr(k, right) {

@@ -419,6 +419,28 @@ impl<'a> PySem<'a> {
         .then(|| QUOTED.to_string())
     }
 
+    /// `tempfile.mkdtemp(prefix="release-")` while folding a shell command: a directory whose
+    /// name the shell reads as one word (the module adds letters, digits and `_`), when the
+    /// prefix, suffix and parent it is given are such words too.
+    pub(super) fn fold_temp_dir(&self, call: Node<'_>, depth: u8) -> Option<String> {
+        let args = call.child_by_field_id(self.k.f_arguments)?;
+        for arg in children(args).filter(|a| a.is_named() && a.kind_id() != self.k.comment) {
+            let value = if arg.kind_id() == self.k.keyword_argument {
+                arg.child_by_field_id(self.k.f_value)?
+            } else {
+                arg
+            };
+            let word = self.fold_at(value, depth + 1)?;
+            if !word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._+-/".contains(c))
+            {
+                return None;
+            }
+        }
+        Some("/tmp/tmpXXXXXXXX".to_string())
+    }
+
     /// The positional arguments a call passes to what it calls: those `functools.partial` bound
     /// first (`run = partial(subprocess.run, "id")`), then its own; for a scheduler
     /// (`threading.Timer(t, f, args=…)`), those it passes to the callable it runs.

@@ -54,6 +54,8 @@ const FOLDING_FUNCTIONS: &[&str] = &[
     "reversed",
     "quote",
     "list2cmdline",
+    "mkdtemp",
+    "gettempdir",
 ];
 
 impl<'a> PySem<'a> {
@@ -270,6 +272,13 @@ impl<'a> PySem<'a> {
         let names = self.names(func);
         if let Some(quoted) = self.fold_quoting(&names) {
             return Some(quoted);
+        }
+        if self.quoting
+            && names
+                .iter()
+                .any(|n| matches!(n.as_str(), "tempfile.mkdtemp" | "tempfile.gettempdir"))
+        {
+            return self.fold_temp_dir(node, d);
         }
         let arg0 = args.first().copied();
         for name in &names {

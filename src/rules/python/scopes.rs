@@ -4,7 +4,6 @@
 
 use tree_sitter::Node;
 
-use super::PyKinds;
 use super::facts::{Binding, PyFacts};
 
 impl<'t> PyFacts<'t> {
@@ -22,23 +21,8 @@ impl<'t> PyFacts<'t> {
             .push((scope.0, scope.1, binding));
     }
 
-    /// Notes an assignment of `name` inside the innermost function holding `node` (none at
-    /// module level).
-    pub(super) fn record_local(
-        &mut self,
-        k: &PyKinds,
-        node: Node<'t>,
-        name: &str,
-        binding: Binding<'t>,
-    ) {
-        let mut scope = node.parent();
-        while let Some(n) = scope {
-            if n.kind_id() == k.function_definition {
-                break;
-            }
-            scope = n.parent();
-        }
-        let Some(function) = scope else { return };
+    /// Notes an assignment of `name` inside `function`, the innermost function holding it.
+    pub(super) fn record_local(&mut self, function: Node<'t>, name: &str, binding: Binding<'t>) {
         let range = (function.start_byte(), function.end_byte());
         let scopes = self.local_scopes.entry(name.to_string()).or_default();
         match scopes.iter_mut().find(|(s, e, _)| (*s, *e) == range) {
@@ -50,12 +34,7 @@ impl<'t> PyFacts<'t> {
     /// The one assignment of `name` in the innermost function holding the byte `at`, if that
     /// function assigns it exactly once.
     pub(super) fn local_binding_at(&self, name: &str, at: usize) -> Option<Binding<'t>> {
-        self.local_scopes
-            .get(name)?
-            .iter()
-            .filter(|(start, end, _)| *start <= at && at < *end)
-            .min_by_key(|(start, end, _)| end - start)
-            .and_then(|(_, _, b)| *b)
+        innermost(self.local_scopes.get(name)?, at).and_then(|b| *b)
     }
 
     /// Each loop over `name` holding the byte `at` binds it as `binding` from now on.
@@ -69,11 +48,15 @@ impl<'t> PyFacts<'t> {
 
     /// The binding of the innermost `for` loop over `name` that holds the byte `at`.
     pub(super) fn loop_binding_at(&self, name: &str, at: usize) -> Option<Binding<'t>> {
-        self.loop_scopes
-            .get(name)?
-            .iter()
-            .filter(|(start, end, _)| *start <= at && at < *end)
-            .min_by_key(|(start, end, _)| end - start)
-            .map(|(_, _, b)| *b)
+        innermost(self.loop_scopes.get(name)?, at).copied()
     }
+}
+
+/// The value of the narrowest byte range `(start, end, value)` holding `at`.
+fn innermost<T>(scopes: &[(usize, usize, T)], at: usize) -> Option<&T> {
+    scopes
+        .iter()
+        .filter(|(start, end, _)| *start <= at && at < *end)
+        .min_by_key(|(start, end, _)| end - start)
+        .map(|(_, _, value)| value)
 }
