@@ -118,6 +118,17 @@ mod tests {
         ("f\"{x!z}\"\n", Some("invalid-syntax")),
         ("f\"{x!r:>10} {y=}\"\n", None),
         ("del f()\n", Some("invalid-syntax")),
+        // an assignment expression stands unparenthesized only where CPython's grammar takes a
+        // named expression: conditions, arguments, subscripts, displays, comprehension elements
+        ("s = {d for d in y if z := f(d)}\n", Some("invalid-syntax")),
+        ("s = [d for d in y := z]\n", Some("invalid-syntax")),
+        ("f(a=x := 1)\n", Some("invalid-syntax")),
+        ("g = lambda: x := 1\n", Some("invalid-syntax")),
+        ("x = y if z := 1 else 2\n", Some("invalid-syntax")),
+        (
+            "if x := f():\n    print(y := 2, a[i := 0], [j := 1, 2], [k := v for v in x])\nwhile (n := g()) > 0: pass\nmatch (m := h()):\n    case [a] if b := a: pass\n",
+            None,
+        ),
         ("del x + 1\n", Some("invalid-syntax")),
         ("del (a, b), [c], d.e, f[0]\n", None),
         ("f\"{\"a\"}\"\n", Some("newer-python")),

@@ -66,8 +66,11 @@ pub struct PySyntax {
     nonlocal_statement: u16,
     import_from_statement: u16,
     clauses: [u16; 5],
-    expression_statement: u16,
     named_expression: u16,
+    /// Where an assignment expression may stand unparenthesized (see `walrus_allowed_in`).
+    walrus_parents: [u16; 15],
+    if_clause: u16,
+    case_clause: u16,
     argument_list: u16,
     keyword_argument: u16,
     list_splat: u16,
@@ -112,8 +115,26 @@ impl PySyntax {
                 k("finally_clause"),
                 k("case_clause"),
             ],
-            expression_statement: k("expression_statement"),
             named_expression: k("named_expression"),
+            walrus_parents: [
+                k("if_statement"),
+                k("elif_clause"),
+                k("while_statement"),
+                k("argument_list"),
+                k("subscript"),
+                k("slice"),
+                k("list"),
+                k("set"),
+                k("tuple"),
+                k("parenthesized_expression"),
+                k("list_comprehension"),
+                k("set_comprehension"),
+                k("generator_expression"),
+                k("match_statement"),
+                k("decorator"),
+            ],
+            if_clause: k("if_clause"),
+            case_clause: k("case_clause"),
             argument_list: k("argument_list"),
             keyword_argument: k("keyword_argument"),
             list_splat: k("list_splat"),
@@ -138,7 +159,7 @@ impl PySyntax {
             self.except_clause,
             self.return_statement,
             self.yield_,
-            self.expression_statement,
+            self.named_expression,
             self.argument_list,
         ];
         kinds.extend(self.loop_exits);
@@ -148,6 +169,22 @@ impl PySyntax {
         kinds.extend(self.forms.kinds());
         kinds.push(self.identifier);
         kinds
+    }
+
+    /// Whether an assignment expression whose ancestors are `frames` stands where CPython takes
+    /// one unparenthesized: a condition of `if`/`elif`/`while`, an argument, a subscript, an
+    /// element of a display or the element a comprehension computes, a `match` subject, a
+    /// decorator, a `case` guard. Not a default, a keyword's value, a right-hand side, a
+    /// comprehension's iterable or condition (`[x for x in y if z := f(x)]`).
+    fn walrus_allowed_in(&self, frames: &[Frame<'_>]) -> bool {
+        let mut up = frames.iter().rev();
+        match up.next() {
+            Some(parent) if parent.kind == self.if_clause => {
+                up.next().is_some_and(|g| g.kind == self.case_clause)
+            }
+            Some(parent) => self.walrus_parents.contains(&parent.kind),
+            None => true,
+        }
     }
 
     /// Kinds whose children `PySyntax::child` checks against their siblings.
@@ -178,7 +215,11 @@ impl PySyntax {
         fn backquote(src: &[u8]) -> bool {
             memchr::memchr(b'`', src).is_some()
         }
+        fn walrus(src: &[u8]) -> bool {
+            memchr::memmem::find(src, b":=").is_some()
+        }
         vec![
+            (self.named_expression, walrus as Trigger),
             (self.identifier, async_or_await as Trigger),
             (self.integer, leading_zero),
             (self.comparison_operator, not_equal),
@@ -291,11 +332,7 @@ impl PySyntax {
             && self.in_async_function(frames, src)
         {
             bad("yield-from-in-async", "'yield from' inside async function");
-        } else if kind == self.expression_statement
-            && node
-                .named_child(0)
-                .is_some_and(|c| c.kind_id() == self.named_expression)
-        {
+        } else if kind == self.named_expression && !self.walrus_allowed_in(frames) {
             bad(
                 "invalid-syntax",
                 "invalid syntax: an assignment expression (:=) must be parenthesized here",
