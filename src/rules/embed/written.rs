@@ -37,15 +37,7 @@ pub(super) fn written_script<'t>(
     // Bash gives it to the list's last command)
     let mut statement = cx.parent(command)?;
     let mut last = command;
-    while statement.kind_id() == k.list
-        && statement
-            .named_child(
-                u32::try_from(statement.named_child_count())
-                    .unwrap_or(0)
-                    .saturating_sub(1),
-            )
-            .is_some_and(|c| c.id() == last.id())
-    {
+    while statement.kind_id() == k.list && statement.end_byte() == last.end_byte() {
         last = statement;
         statement = cx.parent(statement)?;
     }

@@ -123,6 +123,7 @@ mod tests {
         ("s = {d for d in y if z := f(d)}\n", Some("invalid-syntax")),
         ("s = [d for d in y := z]\n", Some("invalid-syntax")),
         ("f(a=x := 1)\n", Some("invalid-syntax")),
+        ("y = x := 1\n", Some("invalid-syntax")),
         ("g = lambda: x := 1\n", Some("invalid-syntax")),
         ("x = y if z := 1 else 2\n", Some("invalid-syntax")),
         (

@@ -175,9 +175,7 @@ impl Forms {
         } else if kind == self.augmented_assignment {
             symbols::augmented_target(node)
         } else if kind == self.assignment {
-            symbols::assignment(node, src)
-                .or_else(|| targets::annotated_assignment(node, parent))
-                .or_else(|| targets::bare_walrus_value(node))
+            symbols::assignment(node, src).or_else(|| targets::annotated_assignment(node, parent))
         } else if kind == self.list_splat {
             targets::starred_expression(node, parent)
         } else if kind == self.list_splat_pattern {

@@ -82,13 +82,6 @@ fn twice(node: Node<'_>) -> Option<Problem> {
     None
 }
 
-/// `x = y := 1`: an assignment expression on the right of `=` must be parenthesized.
-pub(super) fn bare_walrus_value(node: Node<'_>) -> Option<Problem> {
-    node.child_by_field_name("right")
-        .is_some_and(|r| r.kind() == "named_expression")
-        .then(|| ("invalid-syntax", "invalid syntax".to_string()))
-}
-
 /// An annotated assignment (`x: T`, `x: T = v`) must be the whole statement and annotate one
 /// simple target: not `a = b: T`, not `a: T = b = c`, not `a, b: T`.
 pub(super) fn annotated_assignment(node: Node<'_>, parent: Option<Node<'_>>) -> Option<Problem> {
@@ -293,7 +286,10 @@ mod tests {
             "f = lambda k=1: (* node)\n",
             Some("cannot use starred expression here"),
         ),
-        ("x = y := 1\n", Some("invalid syntax")),
+        (
+            "x = y := 1\n",
+            Some("invalid syntax: an assignment expression (:=) must be parenthesized here"),
+        ),
         ("x = (y := 1)\n", None),
         (
             "x = *a, b\nprint(*a, *b, **c)\ny = [*a, *b]\nz = {*a}\nt = (*a,)\n",
