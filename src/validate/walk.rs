@@ -246,11 +246,13 @@ impl<'t> Walk<'t> {
         if flags & interest::FACT != 0 {
             match &mut self.facts {
                 Facts::Python(facts) => {
-                    let function = frames
-                        .iter()
-                        .rev()
-                        .find(|f| f.kind == kinds.py.function_definition)
-                        .map(|f| f.node);
+                    let function = || {
+                        frames
+                            .iter()
+                            .rev()
+                            .find(|f| f.kind == kinds.py.function_definition)
+                            .map(|f| f.node)
+                    };
                     facts.observe(&kinds.py, node, function, src)
                 }
                 Facts::Bash(facts) => facts.observe(&kinds.sh, node, src),

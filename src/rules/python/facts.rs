@@ -83,16 +83,23 @@ pub struct Growth<'t> {
 }
 
 impl<'t> PyFacts<'t> {
-    /// Records what `node` binds, if anything. Called in document order; `function` is the
-    /// innermost function definition holding `node`, if any.
-    pub fn observe(&mut self, k: &PyKinds, node: Node<'t>, function: Option<Node<'t>>, src: &str) {
+    /// Records what `node` binds, if anything. Called in document order; `function` finds the
+    /// innermost function definition holding `node`, if any (asked only for assignments, the one
+    /// binding that depends on it).
+    pub fn observe(
+        &mut self,
+        k: &PyKinds,
+        node: Node<'t>,
+        function: impl FnOnce() -> Option<Node<'t>>,
+        src: &str,
+    ) {
         let kind = node.kind_id();
         if kind == k.import_statement {
             self.observe_import(k, node, src);
         } else if kind == k.import_from_statement {
             self.observe_from_import(k, node, src);
         } else if kind == k.assignment {
-            self.observe_assignment(k, node, function, src);
+            self.observe_assignment(k, node, function(), src);
         } else if kind == k.augmented_assignment {
             self.observe_augmented(k, node, src);
         } else if kind == k.for_statement || kind == k.for_in_clause {
