@@ -183,7 +183,12 @@ fn outside_strings(s: &str) -> impl Iterator<Item = (usize, char)> + '_ {
 /// after `print`/`printf`, sources of `| getline`.
 fn sinks(source: &str) -> Vec<&str> {
     let mut out = Vec::new();
+    // a `|` or `system` inside a string literal (`printf "| %s |\n", $1`) is text
+    let code: std::collections::HashSet<usize> = outside_strings(source).map(|(i, _)| i).collect();
     for (at, _) in source.match_indices("system") {
+        if !code.contains(&at) {
+            continue;
+        }
         let rest = source[at + "system".len()..].trim_start();
         if let Some(inner) = rest.strip_prefix('(') {
             out.push(until_close(inner));
@@ -191,7 +196,10 @@ fn sinks(source: &str) -> Vec<&str> {
     }
     for (at, _) in source.match_indices('|') {
         let bytes = source.as_bytes();
-        if bytes.get(at + 1) == Some(&b'|') || (at > 0 && bytes[at - 1] == b'|') {
+        if !code.contains(&at)
+            || bytes.get(at + 1) == Some(&b'|')
+            || (at > 0 && bytes[at - 1] == b'|')
+        {
             continue;
         }
         let after = source[at + 1..].trim_start_matches('&').trim_start();
@@ -325,6 +333,10 @@ mod tests {
                 Some("sh".to_string()),
                 Some("date".to_string()),
             ]
+        );
+        assert!(
+            sinks(r#"NR>1 { printf "| %s | %s |\n", $1, $3; print "system(\"id\")" }"#).is_empty(),
+            "a pipe or a system call inside a string is text"
         );
         assert_eq!(evaluate("x", &[], None), None, "an unknown variable");
         assert_eq!(

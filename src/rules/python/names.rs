@@ -87,7 +87,8 @@ impl PySem<'_> {
         }
     }
 
-    /// What a call returns, when it is a name: `__import__('os')` → `os`, `getattr(os, 'system')`
+    /// What a call returns, when it is a name: an instance of a module's class (`requests.Session()`
+    /// → `requests.Session`), `__import__('os')` → `os`, `getattr(os, 'system')`
     /// → `os.system`, `operator.attrgetter('system')(os)` → `os.system`, `functools.partial(f, …)`
     /// (and `staticmethod(f)`) → `f`, `globals()` → the module namespace, `vars(m)` →
     /// `m.__dict__`.
@@ -100,6 +101,15 @@ impl PySem<'_> {
             return self.names_of_getter_call(func, &args, d);
         }
         let last = self.last_segment(func);
+        if last.starts_with(|c: char| c.is_ascii_uppercase()) {
+            // `requests.Session()`, `ftplib.FTP(host)`: an instance of a module's class, whose
+            // methods are named after it (`s.delete` → `requests.Session.delete`)
+            return self
+                .names_at(func, d)
+                .into_iter()
+                .filter(|n| n.contains('.'))
+                .collect();
+        }
         if !matches!(
             last.as_ref(),
             "__import__"

@@ -18,6 +18,12 @@ fn invalid(message: &str) -> Option<Problem> {
 pub(super) fn starred_expression(node: Node<'_>, parent: Option<Node<'_>>) -> Option<Problem> {
     let parent = parent?;
     match parent.kind() {
+        // `print(a, *f(b))`, `x = *f(b)`: the grammar can nest the star inside the call, as the
+        // called function (`(*f)(b)`, which needs parentheses in Python and so never is what was
+        // written); the place the starred call stands in decides.
+        "call" if parent.child(0).is_some_and(|f| f.id() == node.id()) => {
+            starred_expression(parent, parent.parent())
+        }
         // `(*a)` without a comma is a tuple to the grammar and a parenthesized `*a` to CPython.
         "tuple" if !has_comma(parent) => invalid("cannot use starred expression here"),
         "argument_list" | "list" | "set" | "tuple" | "expression_list" | "subscript" => None,
@@ -254,6 +260,9 @@ mod tests {
         ("x = *a\n", Some("can't use starred expression here")),
         ("a += *b\n", Some("can't use starred expression here")),
         ("print((*a))\n", Some("cannot use starred expression here")),
+        ("print(a, *f(b))\n", None),
+        ("print(*t.f(b), sep=s)\n", None),
+        ("x = *f(b)\n", Some("can't use starred expression here")),
         (
             "x = ((*a), b)\n",
             Some("cannot use starred expression here"),
