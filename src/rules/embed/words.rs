@@ -22,7 +22,10 @@ pub(super) fn split_command_line<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Op
     if !matches!(word.kind(), "simple_expansion" | "expansion") {
         return None;
     }
-    let value = sem.fold(word)?;
+    let (value, origin) = match sem.fold(word) {
+        Some(v) => (v, Origin::Local),
+        None => (assigned_shape(sem, word)?, Origin::Rewritten),
+    };
     let separators = ifs(sem.src);
     let line: String = value
         .chars()
@@ -50,8 +53,32 @@ pub(super) fn split_command_line<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Op
         code: Some(format!("{}{rest}", line.trim())),
         anchor: word,
         verbatim_at: None,
-        origin: Origin::Local,
+        origin,
     })
+}
+
+/// `wp="wp --path=$root --allow-root"; $wp plugin deactivate …`: the value of a variable assigned
+/// once, with the parts only known at run time standing as one plain word each, so the shape of
+/// the command line it holds is still seen.
+fn assigned_shape(sem: &BashSem<'_>, word: Node<'_>) -> Option<String> {
+    let name = text(word, sem.src)
+        .strip_prefix('$')?
+        .trim_start_matches('{')
+        .trim_end_matches('}');
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    let &[(start, end)] = sem.facts.assigned_ranges.get(name)?.as_slice() else {
+        return None;
+    };
+    let mut root = word;
+    while let Some(parent) = root.parent() {
+        root = parent;
+    }
+    let value = root
+        .descendant_for_byte_range(start, end)
+        .filter(|v| v.start_byte() == start && v.end_byte() == end)?;
+    sem.fold_with(value, super::runner::RUNTIME_WORD)
 }
 
 /// A word's value when the script knows it, or the leading part all its values share, quoted
