@@ -340,6 +340,10 @@ impl<'a> PySem<'a> {
                 {
                     Some("~".into())
                 }
+                // `os.environ.get("XDG_CACHE_HOME", "~/.cache")`: the default, the value whenever
+                // the caller leaves the variable unset (the case a rule must assume, as Bash's
+                // `${X:-default}` folds)
+                "os.getenv" | "os.environ.get" if args.len() == 2 => self.fold_at(args[1], d),
                 _ => None,
             };
             if value.is_some() {
