@@ -45,6 +45,9 @@ impl BashSem<'_> {
             if let Some(position) = positional(name) {
                 return self.argument_values(node, position, depth);
             }
+            if let Some(values) = self.named_argument_values(node, name, depth) {
+                return Some(values);
+            }
             return match self.facts.loops.get(name) {
                 Some(values) => values.clone(),
                 None => self.case_values(node, name),
@@ -238,6 +241,27 @@ impl BashSem<'_> {
             values.truncate(MAX_VALUES);
             values
         })
+    }
+
+    /// `purge() { local d="$1"; find "$d" -delete; }`: a variable assigned once, to one of its
+    /// function's positional parameters, takes what that parameter takes.
+    fn named_argument_values(&self, node: Node<'_>, name: &str, depth: u8) -> Option<Vec<String>> {
+        let &[(start, end)] = self.facts.assigned_ranges.get(name)?.as_slice() else {
+            return None;
+        };
+        let value = self.src.get(start..end)?;
+        let position = positional(expansion_name(value.trim_matches('"')))?;
+        if !value.trim_matches('"').starts_with('$') {
+            return None;
+        }
+        let mut root = node;
+        while let Some(parent) = root.parent() {
+            root = parent;
+        }
+        let value = root
+            .descendant_for_byte_range(start, end)
+            .filter(|v| v.byte_range() == (start..end))?;
+        self.argument_values(value, position, depth + 1)
     }
 
     /// The variable an expansion names (`$x`, `${x}`).

@@ -384,6 +384,9 @@ impl<'t> PyFacts<'t> {
                 self.rebind_in_loop(&name, right.start_byte(), refined);
                 self.bindings.insert(name.clone(), refined);
             }
+            // `batch = studies()` before a loop and again at its end: the same value again
+            Some(Binding::Value(before)) if src[before.byte_range()] == src[right.byte_range()] => {
+            }
             _ => self.record(name.clone(), Binding::Value(right)),
         }
         if let Some(function) = function {
