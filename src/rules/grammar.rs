@@ -76,6 +76,16 @@ impl Grammar {
     }
 }
 
+/// The node of `node`'s tree that spans exactly `start..end` (a range a walk recorded), if any.
+pub fn node_spanning<'t>(node: Node<'t>, start: usize, end: usize) -> Option<Node<'t>> {
+    let mut root = node;
+    while let Some(parent) = root.parent() {
+        root = parent;
+    }
+    root.descendant_for_byte_range(start, end)
+        .filter(|n| n.byte_range() == (start..end))
+}
+
 /// The source text of a node.
 pub fn text<'s>(node: Node<'_>, src: &'s str) -> &'s str {
     src.get(node.byte_range()).unwrap_or("")

@@ -249,18 +249,12 @@ impl BashSem<'_> {
         let &[(start, end)] = self.facts.assigned_ranges.get(name)?.as_slice() else {
             return None;
         };
-        let value = self.src.get(start..end)?;
-        let position = positional(expansion_name(value.trim_matches('"')))?;
-        if !value.trim_matches('"').starts_with('$') {
+        let value = self.src.get(start..end)?.trim_matches('"');
+        if !value.starts_with('$') {
             return None;
         }
-        let mut root = node;
-        while let Some(parent) = root.parent() {
-            root = parent;
-        }
-        let value = root
-            .descendant_for_byte_range(start, end)
-            .filter(|v| v.byte_range() == (start..end))?;
+        let position = positional(expansion_name(value))?;
+        let value = crate::rules::grammar::node_spanning(node, start, end)?;
         self.argument_values(value, position, depth + 1)
     }
 

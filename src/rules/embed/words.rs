@@ -71,13 +71,7 @@ fn assigned_shape(sem: &BashSem<'_>, word: Node<'_>) -> Option<String> {
     let &[(start, end)] = sem.facts.assigned_ranges.get(name)?.as_slice() else {
         return None;
     };
-    let mut root = word;
-    while let Some(parent) = root.parent() {
-        root = parent;
-    }
-    let value = root
-        .descendant_for_byte_range(start, end)
-        .filter(|v| v.start_byte() == start && v.end_byte() == end)?;
+    let value = crate::rules::grammar::node_spanning(word, start, end)?;
     sem.fold_with(value, super::runner::RUNTIME_WORD)
 }
 
