@@ -11,6 +11,10 @@
 //!   of the tree (the floor any check on the tree pays) and the number of nodes;
 //! - `-- --commands`: what a run under a policy adds before the run, listing the script's command
 //!   invocations (`Validator::commands`, a second walk) beside validation, per fixture;
+//! - `-- --rules`: the mean time each tree rule part (`rule#n[kinds]`: its n-th `any`
+//!   branch in cost order, and the kinds it is tried on) takes per
+//!   fixture, the twelve most costly, beside all of them together;
+//! - `-- --patterns <dir>` (with any mode): the rules of a directory instead of the embedded ones;
 //! - `-- --profile <fixture> <seconds> [--count N] [--parse]`: validate (or only parse) one fixture in
 //!   a loop, for a profiler. With `--count`, a fixed number of runs, so an instruction-counting
 //!   profiler gives comparable figures: `valgrind --tool=callgrind
@@ -139,6 +143,22 @@ fn phases(validator: &Validator) {
     }
 }
 
+/// `--rules`: the twelve most costly tree rule parts per fixture.
+fn rule_costs(validator: &Validator) {
+    const RUNS: u32 = 200;
+    for name in FIXTURES {
+        let script = fixture(name);
+        let costs = validator.rule_costs(&script, RUNS);
+        let total: f64 = costs.iter().map(|(_, t)| t).sum();
+        let top: Vec<String> = costs
+            .iter()
+            .take(12)
+            .map(|(id, t)| format!("{id} {t:.1}"))
+            .collect();
+        println!("{name}: all rules {total:.1} µs | {}", top.join(" | "));
+    }
+}
+
 /// `--commands`: the cost of listing the command invocations beside validation (medians).
 fn commands(validator: &Validator) {
     println!("| script | commands | validate (median) | commands (median) | ratio |");
@@ -198,15 +218,21 @@ fn profile(validator: &Validator, name: &str) {
 const FIXTURES: [&str; 4] = ["agent_10k.py", "agent_10k.sh", "agent_1k.py", "agent_1k.sh"];
 
 fn main() {
-    let validator = Validator::new(
-        RuleSet::embedded().expect("rules compile"),
-        ValidationConfig::default(),
-    );
+    // `--patterns <dir>`: rules read from a directory instead of the embedded ones, to measure a
+    // rule change without rebuilding.
+    let rules = match arg_after("--patterns") {
+        Some(dir) => RuleSet::from_dir(std::path::Path::new(&dir)),
+        None => RuleSet::embedded(),
+    };
+    let validator = Validator::new(rules.expect("rules compile"), ValidationConfig::default());
     if std::env::args().any(|a| a == "--phases") {
         return phases(&validator);
     }
     if std::env::args().any(|a| a == "--commands") {
         return commands(&validator);
+    }
+    if std::env::args().any(|a| a == "--rules") {
+        return rule_costs(&validator);
     }
     if let Some(name) = arg_after("--profile") {
         return profile(&validator, &name);

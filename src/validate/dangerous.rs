@@ -59,7 +59,37 @@ pub fn hits(
     walk: &Walk<'_>,
     nesting: u8,
 ) -> Vec<Hit> {
+    hits_costed(v, language, src, walk, nesting, None)
+}
+
+/// Time spent per rule part (by index in the language's parts), for the benchmark's breakdown.
+pub type RuleCosts = Vec<std::time::Duration>;
+
+/// [`hits`], adding each rule part's evaluation time to `costs` when given (deciding which parts
+/// can match, then evaluating them on the candidates).
+pub fn hits_costed(
+    v: &Validator,
+    language: Language,
+    src: &str,
+    walk: &Walk<'_>,
+    nesting: u8,
+    mut costs: Option<&mut RuleCosts>,
+) -> Vec<Hit> {
     let rules = v.rules().tree(language);
+    if let Some(c) = costs.as_deref_mut() {
+        c.resize(rules.parts.len(), std::time::Duration::ZERO);
+    }
+    let mut timed = |part: usize, f: &mut dyn FnMut() -> bool| -> bool {
+        match costs.as_deref_mut() {
+            None => f(),
+            Some(c) => {
+                let start = std::time::Instant::now();
+                let r = f();
+                c[part] += start.elapsed();
+                r
+            }
+        }
+    };
     let cx = Cx::new(
         src,
         semantics(v, walk, src),
@@ -76,13 +106,17 @@ pub fn hits(
     let active: Vec<bool> = rules
         .parts
         .iter()
-        .map(|p| {
-            if p.by_name {
-                p.matcher
-                    .lexically_possible(&|slot| rules.literals.slot_present(&walk.present, slot))
-            } else {
-                p.matcher.possible(&cx)
-            }
+        .enumerate()
+        .map(|(i, p)| {
+            timed(i, &mut || {
+                if p.by_name {
+                    p.matcher.lexically_possible(&|slot| {
+                        rules.literals.slot_present(&walk.present, slot)
+                    })
+                } else {
+                    p.matcher.possible(&cx)
+                }
+            })
         })
         .collect();
     let mut keyed = Vec::new();
@@ -96,7 +130,10 @@ pub fn hits(
         matched.clear();
         for &p in rules.by_kind[usize::from(kind)].iter().chain(&keyed) {
             let part = &rules.parts[p];
-            if active[p] && !matched.contains(&part.rule) && part.matcher.matches(node, &cx) {
+            if active[p]
+                && !matched.contains(&part.rule)
+                && timed(p, &mut || part.matcher.matches(node, &cx))
+            {
                 matched.push(part.rule);
                 let meta = &rules.rules[part.rule].meta;
                 out.push(Hit::new(meta, meta.message.clone(), node.start_byte()));

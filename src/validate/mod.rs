@@ -241,6 +241,13 @@ impl Validator {
         phases::times(self, script, n)
     }
 
+    /// Mean time in microseconds of each tree rule part on `script` over `n` runs, most costly first,
+    /// for the validation benchmark's breakdown (not an API).
+    #[doc(hidden)]
+    pub fn rule_costs(&self, script: &Script, n: u32) -> Vec<(String, f64)> {
+        phases::rule_costs(self, script, n)
+    }
+
     /// Every finding of every layer, without stopping at the first rejection (for rule tests and
     /// diagnostics).
     pub fn inspect(&self, script: &Script) -> Vec<Finding> {

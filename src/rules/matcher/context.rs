@@ -63,6 +63,9 @@ struct Memo<'t> {
     composite: RefCell<FxHashMap<usize, bool>>,
     /// Every resolved call/command name in the script, once computed.
     script_names: std::cell::OnceCell<Vec<String>>,
+    /// `derived` answers by (matcher address, node id, depth): the loop variables and names many
+    /// nodes are bound to lead to the same expressions and function bodies again and again.
+    derived: RefCell<FxHashMap<(usize, usize, u8), bool>>,
 }
 
 impl<'a> Cx<'a> {
@@ -99,6 +102,7 @@ impl<'a> Cx<'a> {
                 possible: vec![std::cell::Cell::new(0); slots],
                 composite: RefCell::default(),
                 script_names: std::cell::OnceCell::new(),
+                derived: RefCell::default(),
             },
             cursors: CursorPool::default(),
             parents: None,
@@ -144,6 +148,20 @@ impl<'a> Cx<'a> {
         let p = decide();
         self.memo.composite.borrow_mut().insert(key, p);
         p
+    }
+
+    /// A `derived` answer (`key`: matcher address, node id, depth), computed once per script.
+    pub(super) fn derived_memo(
+        &self,
+        key: (usize, usize, u8),
+        decide: impl FnOnce() -> bool,
+    ) -> bool {
+        if let Some(&d) = self.memo.derived.borrow().get(&key) {
+            return d;
+        }
+        let d = decide();
+        self.memo.derived.borrow_mut().insert(key, d);
+        d
     }
 
     /// Whether the script holds one of the texts a leaf needs ([`LiteralIndex`]).

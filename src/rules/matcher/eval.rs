@@ -231,6 +231,11 @@ impl Relation {
 /// is bound to, or the body of a function of the script it calls (Python; names and calls followed
 /// at most four deep).
 fn derived<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool {
+    let key = (std::ptr::from_ref(inner) as usize, node.id(), depth);
+    cx.derived_memo(key, || derived_uncached(node, inner, cx, depth))
+}
+
+fn derived_uncached<'t>(node: Node<'t>, inner: &Matcher, cx: &Cx<'t>, depth: u8) -> bool {
     if inner.matches(node, cx) {
         return true;
     }

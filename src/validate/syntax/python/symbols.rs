@@ -104,9 +104,14 @@ pub(super) fn parameters(params: Node<'_>, src: &str) -> Option<Problem> {
 pub(super) fn arguments(args: Node<'_>, src: &str) -> Option<Problem> {
     let mut keywords: Vec<&str> = Vec::new();
     let mut count = 0;
+    let mut commas = 0;
     let mut generator = false;
-    let mut cursor = args.walk();
-    for a in args.named_children(&mut cursor) {
+    // one pass over the children, named and not (the commas)
+    for a in crate::rules::grammar::children(args) {
+        if !a.is_named() {
+            commas += usize::from(a.kind() == ",");
+            continue;
+        }
         match a.kind() {
             "comment" => continue,
             "keyword_argument" => {
@@ -121,9 +126,6 @@ pub(super) fn arguments(args: Node<'_>, src: &str) -> Option<Problem> {
         }
         count += 1;
     }
-    let commas = crate::rules::grammar::children(args)
-        .filter(|c| c.kind() == ",")
-        .count();
     if count == 0 && commas > 0 {
         return invalid("invalid syntax".into());
     }
