@@ -124,12 +124,12 @@ impl Matcher {
                 slot,
                 ..
             }) => cx.leaf_possible(*slot, || cx.has_literal_of(*slot)),
-            Matcher::Call(spec) => cx.leaf_possible(spec.slot, || {
-                cx.script_names().iter().any(|n| spec.callee.contains(n))
-            }),
-            Matcher::Command(spec) => cx.leaf_possible(spec.slot, || {
-                cx.script_names().iter().any(|n| spec.name.contains(n))
-            }),
+            Matcher::Call(spec) => {
+                cx.leaf_possible(spec.slot, || spec.callee.any_of_sorted(cx.script_names()))
+            }
+            Matcher::Command(spec) => {
+                cx.leaf_possible(spec.slot, || spec.name.any_of_sorted(cx.script_names()))
+            }
             // (`derived` only looks at nodes of this script: what its inner matcher cannot
             // match anywhere, it cannot reach through a name or a call either)
             Matcher::All(_)

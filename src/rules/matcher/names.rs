@@ -103,6 +103,19 @@ impl NameSet {
                 .any(|p| full.starts_with(p.as_str()))
     }
 
+    /// Whether any of `sorted` (sorted, without repeats) is in the set: the plain names are
+    /// looked up from whichever side is smaller, the wildcard patterns tried on every name.
+    pub fn any_of_sorted(&self, sorted: &[String]) -> bool {
+        let plain = if self.exact.len() * 8 < sorted.len() {
+            self.exact.iter().any(|e| sorted.binary_search(e).is_ok())
+        } else {
+            sorted.iter().any(|n| self.exact.contains(n))
+        };
+        plain
+            || ((!self.trailing.is_empty() || self.wildcard.is_some())
+                && sorted.iter().any(|n| self.contains(n)))
+    }
+
     pub fn contains(&self, name: &str) -> bool {
         // (what `*` stands for: word characters, dots and dashes)
         let wild = |rest: &str| {
@@ -158,5 +171,26 @@ mod tests {
         assert!(!s.contains("subprocess.run(x)"));
         assert!(!s.contains("scapy.all.sniff"));
         assert!(!set(&["requests.*"]).contains("requests"));
+    }
+
+    #[test]
+    fn any_of_a_sorted_list_agrees_with_contains_from_either_side() {
+        let names = |ns: &[&str]| {
+            let mut v: Vec<String> = ns.iter().map(|n| n.to_string()).collect();
+            v.sort();
+            v
+        };
+        let few = set(&["os.system", "scapy.*send"]);
+        let many: Vec<String> = (0..40).map(|i| format!("helper{i}")).collect();
+        let mut with = many.clone();
+        with.push("os.system".into());
+        with.sort();
+        // (few plain names against many: looked up by binary search)
+        assert!(few.any_of_sorted(&with));
+        assert!(!few.any_of_sorted(&many));
+        assert!(few.any_of_sorted(&names(&["print", "scapy.all.send"])));
+        assert!(!few.any_of_sorted(&names(&["print", "scapy.all.sniff"])));
+        assert!(set(&["subprocess.*"]).any_of_sorted(&names(&["subprocess.run"])));
+        assert!(!few.any_of_sorted(&[]));
     }
 }
