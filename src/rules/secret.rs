@@ -37,6 +37,10 @@ struct RawSecretRule {
     note: Option<String>,
     #[serde(default)]
     specificity: Specificity,
+    /// Lines after the keyword's that the regex also sees (a prompt on one line, the answer on
+    /// the next).
+    #[serde(default)]
+    lines_after: usize,
 }
 
 /// How a rule recognises a secret. Where matches overlap, the most specific one is reported.
@@ -71,6 +75,7 @@ pub struct SecretRule {
     /// Tried against the whole match (name, operator and value): a name that holds no secret.
     allow_match: Vec<Regex>,
     specificity: Specificity,
+    lines_after: usize,
 }
 
 /// One secret found in a text: byte range of the secret itself.
@@ -203,6 +208,7 @@ pub(super) fn parse_rule(
         allow,
         allow_match,
         specificity: raw.specificity,
+        lines_after: raw.lines_after.min(MAX_LINES_AFTER),
     })
 }
 
@@ -265,7 +271,8 @@ impl SecretRules {
             for &rule in &self.keyword_rules[hit.pattern().as_usize()] {
                 if last_line[rule] != line_start {
                     last_line[rule] = line_start;
-                    self.scan_line(rule, text, line_start, line_end, &mut found);
+                    let end = lines_on(text, line_end, self.rules[rule].lines_after);
+                    self.scan_line(rule, text, line_start, end, &mut found);
                 }
             }
         }
@@ -378,6 +385,20 @@ pub fn mostly_filler(secret: &str) -> bool {
 
 /// The logical line around `at`: physical lines joined by a backslash before the newline (a
 /// command split over lines, `ldapsearch … \⏎ -w 'pw'`) are one.
+/// At most this many lines after the keyword's are searched (`lines_after`).
+const MAX_LINES_AFTER: usize = 3;
+
+/// The end of the `n`-th line after the one ending at `end`.
+fn lines_on(text: &str, mut end: usize, n: usize) -> usize {
+    for _ in 0..n {
+        if end >= text.len() {
+            break;
+        }
+        end = line_bounds(text, end + 1).1;
+    }
+    end
+}
+
 fn line_bounds(text: &str, at: usize) -> (usize, usize) {
     let b = text.as_bytes();
     let mut start = text[..at].rfind('\n').map_or(0, |i| i + 1);
@@ -480,6 +501,18 @@ mod tests {
             "id: t\nmessage: m\nkeywords: [k=]\nregex: 'k=(\\w+)'\nentropy: 2.5\nmin_length: 6\nallow: ['^example']\n",
         );
         assert!(r.scan("k=aaaaaaaa").is_empty(), "low entropy");
+        let two =
+            rules("id: t\nmessage: m\nkeywords: [ask]\nregex: 'ask\\n(\\w+)'\nlines_after: 1\n");
+        assert_eq!(
+            two.scan("x\nask\nQv7mLz2pR9\nz").len(),
+            1,
+            "the next line is seen"
+        );
+        assert!(
+            rules("id: t\nmessage: m\nkeywords: [ask]\nregex: 'ask\\n(\\w+)'\n")
+                .scan("ask\nQv7mLz2pR9")
+                .is_empty()
+        );
         assert!(r.scan("k=abc").is_empty(), "too short");
         assert!(r.scan("k=exampleXyz9").is_empty(), "allowed");
         assert_eq!(r.scan("k=q8Zr2LmX").len(), 1);
