@@ -127,3 +127,18 @@ fn a_shell_helper_called_with_constants_runs_each_of_them() {
         );
     }
 }
+
+#[test]
+fn command_lines_run_on_a_remote_host_are_checked_as_bash() {
+    let fleet = "import paramiko\nCMDS = [\"systemctl mask zabbix-agent2\", \"rm -rf /\"]\nfor h in open(\"hosts\").read().split():\n    cli = paramiko.SSHClient()\n    cli.connect(h, username=\"root\")\n    for c in CMDS:\n        cli.exec_command(c)\n";
+    let found = blocking(fleet);
+    assert!(found.contains(&"bash-rm-root".to_string()), "{found:?}");
+    assert!(
+        found.contains(&"bash-security-tamper".to_string()),
+        "{found:?}"
+    );
+    let fabric = "from fabric import Connection\nc = Connection(\"web1\")\nc.sudo(\"rm -rf /\")\n";
+    assert_eq!(blocking(fabric), ["bash-rm-root"]);
+    let routine = "import paramiko\ncli = paramiko.SSHClient()\ncli.connect(\"db1\")\n_, out, _ = cli.exec_command(\"uptime && df -h /\")\nprint(out.read().decode())\n";
+    assert_eq!(blocking(routine), Vec::<String>::new());
+}

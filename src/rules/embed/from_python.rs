@@ -313,9 +313,10 @@ fn looped_argvs<'t>(sem: &PySem<'t>, argv: Node<'t>) -> Vec<Embedded<'t>> {
         .collect()
 }
 
-/// A command string a shell runs (`subprocess.run(cmd, shell=True)`, `os.system(cmd)`), when it is
-/// a constant or all its run-time parts are shell-quoted: checked as Bash (`rm -rf /` is no safer
-/// in a string).
+/// A command string a shell runs (`subprocess.run(cmd, shell=True)`, `os.system(cmd)`, or a
+/// remote host's shell: paramiko's `exec_command`, fabric's `run`), when it is a constant or all
+/// its run-time parts are shell-quoted: checked as Bash (`rm -rf /` is no safer in a string, nor
+/// on another machine).
 fn shell_command_lines<'t>(
     sem: &PySem<'t>,
     names: &[String],
@@ -332,6 +333,12 @@ fn shell_command_lines<'t>(
                 | "subprocess.getstatusoutput"
                 | "asyncio.create_subprocess_shell"
                 | "asyncio.subprocess.create_subprocess_shell"
+                | "paramiko.SSHClient.exec_command"
+                | "paramiko.client.SSHClient.exec_command"
+                | "fabric.Connection.run"
+                | "fabric.Connection.sudo"
+                | "fabric.connection.Connection.run"
+                | "fabric.connection.Connection.sudo"
         )
     }) || sem
         .effective_keywords(call)
