@@ -383,12 +383,10 @@ pub fn mostly_filler(secret: &str) -> bool {
     left < chars.len() && (left < 12 || left * 2 < chars.len())
 }
 
-/// The logical line around `at`: physical lines joined by a backslash before the newline (a
-/// command split over lines, `ldapsearch … \⏎ -w 'pw'`) are one.
 /// At most this many lines after the keyword's are searched (`lines_after`).
 const MAX_LINES_AFTER: usize = 3;
 
-/// The end of the `n`-th line after the one ending at `end`.
+/// The end of the `n`-th logical line after the one ending at `end`.
 fn lines_on(text: &str, mut end: usize, n: usize) -> usize {
     for _ in 0..n {
         if end >= text.len() {
@@ -399,6 +397,8 @@ fn lines_on(text: &str, mut end: usize, n: usize) -> usize {
     end
 }
 
+/// The logical line around `at`: physical lines joined by a backslash before the newline (a
+/// command split over lines, `ldapsearch … \⏎ -w 'pw'`) are one.
 fn line_bounds(text: &str, at: usize) -> (usize, usize) {
     let b = text.as_bytes();
     let mut start = text[..at].rfind('\n').map_or(0, |i| i + 1);
@@ -496,23 +496,23 @@ mod tests {
     }
 
     #[test]
-    fn entropy_length_and_allow_filter_candidates() {
-        let r = rules(
-            "id: t\nmessage: m\nkeywords: [k=]\nregex: 'k=(\\w+)'\nentropy: 2.5\nmin_length: 6\nallow: ['^example']\n",
-        );
-        assert!(r.scan("k=aaaaaaaa").is_empty(), "low entropy");
-        let two =
-            rules("id: t\nmessage: m\nkeywords: [ask]\nregex: 'ask\\n(\\w+)'\nlines_after: 1\n");
+    fn lines_after_the_keywords_are_seen_only_when_asked_for() {
+        let rule = "id: t\nmessage: m\nkeywords: [ask]\nregex: 'ask\\n(\\w+)'\n";
+        let two = rules(&format!("{rule}lines_after: 1\n"));
         assert_eq!(
             two.scan("x\nask\nQv7mLz2pR9\nz").len(),
             1,
             "the next line is seen"
         );
-        assert!(
-            rules("id: t\nmessage: m\nkeywords: [ask]\nregex: 'ask\\n(\\w+)'\n")
-                .scan("ask\nQv7mLz2pR9")
-                .is_empty()
+        assert!(rules(rule).scan("ask\nQv7mLz2pR9").is_empty());
+    }
+
+    #[test]
+    fn entropy_length_and_allow_filter_candidates() {
+        let r = rules(
+            "id: t\nmessage: m\nkeywords: [k=]\nregex: 'k=(\\w+)'\nentropy: 2.5\nmin_length: 6\nallow: ['^example']\n",
         );
+        assert!(r.scan("k=aaaaaaaa").is_empty(), "low entropy");
         assert!(r.scan("k=abc").is_empty(), "too short");
         assert!(r.scan("k=exampleXyz9").is_empty(), "allowed");
         assert_eq!(r.scan("k=q8Zr2LmX").len(), 1);
