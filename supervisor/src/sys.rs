@@ -247,9 +247,73 @@ pub(crate) fn wait(pid: libc::pid_t) -> Option<libc::c_int> {
     }
 }
 
+/// Whether `pid` is gone or on its way out: exited (a zombie), or a `SIGKILL` sent to it is
+/// still pending. A kill is delivered asynchronously, so a process killed a moment ago may not
+/// be a zombie yet when its parent looks; its pending set already holds the signal.
+pub(crate) fn dying(pid: libc::pid_t) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(status) => status_says_dying(&status),
+        Err(e) => e.kind() == io::ErrorKind::NotFound,
+    }
+}
+
+/// [`dying`] over the text of `/proc/<pid>/status`; a kernel that leaves a field out says
+/// nothing by it.
+fn status_says_dying(status: &str) -> bool {
+    let kill_bit = 1u64 << (libc::SIGKILL - 1);
+    status.lines().any(|line| {
+        let Some((name, value)) = line.split_once(':') else {
+            return false;
+        };
+        let value = value.trim();
+        match name {
+            "State" => value.starts_with('Z') || value.starts_with('X'),
+            "SigPnd" | "ShdPnd" => {
+                u64::from_str_radix(value, 16).is_ok_and(|mask| mask & kill_bit != 0)
+            }
+            _ => false,
+        }
+    })
+}
+
 pub(crate) fn kill(pid: libc::pid_t) {
     // SAFETY: kill of one process; failure (already gone) is fine.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_killed_child_is_dying_before_it_is_reaped() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id() as libc::pid_t;
+        assert!(!dying(pid));
+        kill(pid);
+        // Pending or a zombie: never a process that still looks alive.
+        assert!(dying(pid));
+        child.wait().expect("reaped");
+        assert!(dying(pid));
+    }
+
+    #[test]
+    fn the_status_text_says_dying_by_state_or_a_pending_kill() {
+        let alive = "State:\tS (sleeping)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n";
+        assert!(!status_says_dying(alive));
+        assert!(status_says_dying(
+            "State:\tS (sleeping)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000100\n"
+        ));
+        assert!(status_says_dying("State:\tZ (zombie)\n"));
+        // Another signal pending (SIGTERM) is not a kill.
+        assert!(!status_says_dying(
+            "State:\tR (running)\nShdPnd:\t0000000000004000\n"
+        ));
+        assert!(!status_says_dying("Name:\tpython3\n"));
     }
 }

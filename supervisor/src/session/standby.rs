@@ -294,6 +294,11 @@ impl Standby {
             self.exited();
             return Err("the standby interpreter exited".into());
         }
+        // Killed a moment ago and not dead yet (a kill is delivered asynchronously): the same.
+        // Dropped, it is reaped.
+        if sys::dying(self.pid) {
+            return Err("the standby interpreter is being killed".into());
+        }
         let mut enforcement = self.enforcement.take();
         if let Some(e) = &mut enforcement {
             // Before the command reaches the interpreter: its every call is decided.
