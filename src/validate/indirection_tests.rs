@@ -142,3 +142,17 @@ fn command_lines_run_on_a_remote_host_are_checked_as_bash() {
     let routine = "import paramiko\ncli = paramiko.SSHClient()\ncli.connect(\"db1\")\n_, out, _ = cli.exec_command(\"uptime && df -h /\")\nprint(out.read().decode())\n";
     assert_eq!(blocking(routine), Vec::<String>::new());
 }
+
+#[test]
+fn a_method_caller_is_checked_as_the_call_it_makes() {
+    // The object is the call's argument; the method's arguments are the method caller's.
+    let direct =
+        "import operator, shutil\noperator.methodcaller(\"rmtree\", \"/etc\", True)(shutil)\n";
+    assert_eq!(blocking(direct), ["python-destructive-fs"]);
+    let bound = "import operator, os, shutil\nwipe = operator.methodcaller(\"rmtree\", os.path.expanduser(\"~\"), ignore_errors=True)\nwipe(shutil)\n";
+    assert_eq!(blocking(bound), ["python-destructive-fs"]);
+    let tidy = "import operator, shutil, tempfile\nwork = tempfile.mkdtemp()\nclean = operator.methodcaller(\"rmtree\", work, ignore_errors=True)\nclean(shutil)\n";
+    assert_eq!(blocking(tidy), Vec::<String>::new());
+    let sort = "import operator\nwords = [\"b\", \"a\"]\noperator.methodcaller(\"sort\", reverse=True)(words)\nprint(words)\n";
+    assert_eq!(blocking(sort), Vec::<String>::new());
+}

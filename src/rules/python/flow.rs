@@ -448,6 +448,11 @@ impl<'a> PySem<'a> {
         if let Some(deferred) = self.deferred(call) {
             return deferred.args;
         }
+        // `methodcaller("rmtree", path)(shutil)` is `shutil.rmtree(path)`: the object is the
+        // call's argument, the method's arguments are the method caller's after the name
+        if let Some(caller) = self.methodcaller_of(call) {
+            return self.positional(caller).into_iter().skip(1).collect();
+        }
         let mut out = match self.partial_of(call) {
             Some(partial) => self.positional(partial).into_iter().skip(1).collect(),
             None => Vec::new(),
@@ -462,6 +467,9 @@ impl<'a> PySem<'a> {
     pub fn effective_keywords(&self, call: Node<'a>) -> Vec<(String, Node<'a>)> {
         if let Some(deferred) = self.deferred(call) {
             return deferred.keywords;
+        }
+        if let Some(caller) = self.methodcaller_of(call) {
+            return self.keywords_with_splats(caller, 0);
         }
         let mut out = self.keywords_with_splats(call, 0);
         if let Some(partial) = self.partial_of(call) {
@@ -536,6 +544,25 @@ impl<'a> PySem<'a> {
             func = v;
         }
         (func.kind_id() == self.k.call && self.is_partial(func)).then_some(func)
+    }
+
+    /// The `operator.methodcaller(…)` call whose result `call` calls: its callee, or the value
+    /// of the name its callee is bound to.
+    pub(super) fn methodcaller_of(&self, call: Node<'a>) -> Option<Node<'a>> {
+        let mut func = function_of(call)?;
+        if func.kind_id() == self.k.identifier
+            && let Some(Binding::Value(v)) = self.binding(&ident(func, self.src))
+        {
+            func = v;
+        }
+        if func.kind_id() != self.k.call {
+            return None;
+        }
+        let inner = function_of(func)?;
+        self.names(inner)
+            .iter()
+            .any(|n| n == "operator.methodcaller")
+            .then_some(func)
     }
 
     /// A call of `functools.partial` (or `partialmethod`).

@@ -302,20 +302,16 @@ impl PySem<'_> {
         }
     }
 
-    /// The resolved names of a call's callee; `operator.methodcaller('m', …)(obj)` calls `obj.m`,
+    /// The resolved names of a call's callee; `operator.methodcaller('m', …)(obj)` calls `obj.m`
+    /// (also through a name bound to the method caller: `wipe = methodcaller(…)`, `wipe(obj)`),
     /// and a scheduler (`threading.Timer(t, f)`) also calls `f`.
     pub fn callee_names(&self, call: Node<'_>) -> Vec<String> {
         let Some(func) = function_of(call) else {
             return Vec::new();
         };
-        if func.kind_id() == self.k.call
-            && let Some(inner) = function_of(func)
-            && self
-                .names(inner)
-                .iter()
-                .any(|n| n == "operator.methodcaller")
+        if let Some(caller) = self.methodcaller_of(call)
             && let (Some(method), Some(obj)) = (
-                self.positional(func).first().and_then(|m| self.fold(*m)),
+                self.positional(caller).first().and_then(|m| self.fold(*m)),
                 self.positional(call).first().copied(),
             )
         {
