@@ -72,6 +72,8 @@ pub struct PyFacts<'t> {
     defs: HashMap<String, Vec<Node<'t>>>,
     /// Names of the classes defined so far (their calls run `__init__`).
     pub(super) classes: rustc_hash::FxHashSet<String>,
+    /// Whether the script's text names `methodcaller` or `operator` ([`PyFacts::may_use_methodcaller`]).
+    methodcaller: std::cell::OnceCell<bool>,
 }
 
 /// What a list grew by ([`PyFacts::grown`]): a sequence whose items it took (`+= […]`,
@@ -138,6 +140,17 @@ impl<'t> PyFacts<'t> {
                 self.consts.insert(ident(name, src), None);
             }
         }
+    }
+
+    /// Whether a call in the script can go through `operator.methodcaller`: its text names
+    /// `methodcaller` or the `operator` module. Decided once per script, so the calls of a
+    /// script without it skip the callee's binding lookup.
+    pub(super) fn may_use_methodcaller(&self, src: &str) -> bool {
+        *self.methodcaller.get_or_init(|| {
+            let b = src.as_bytes();
+            memchr::memmem::find(b, b"methodcaller").is_some()
+                || memchr::memmem::find(b, b"operator").is_some()
+        })
     }
 
     /// Whether the script defines a function or method of this name (`def name`, `name = lambda`).

@@ -534,27 +534,31 @@ impl<'a> PySem<'a> {
         Vec::new()
     }
 
-    /// The `functools.partial(f, …)` call a call goes through: its callee is one, or a name
-    /// bound to one.
-    fn partial_of(&self, call: Node<'a>) -> Option<Node<'a>> {
-        let mut func = function_of(call)?;
+    /// A call's callee, or the value of the name it is bound to (`run = partial(…)`, `run(…)`).
+    fn callee_through_binding(&self, call: Node<'a>) -> Option<Node<'a>> {
+        let func = function_of(call)?;
         if func.kind_id() == self.k.identifier
             && let Some(Binding::Value(v)) = self.binding(&ident(func, self.src))
         {
-            func = v;
+            return Some(v);
         }
+        Some(func)
+    }
+
+    /// The `functools.partial(f, …)` call a call goes through: its callee is one, or a name
+    /// bound to one.
+    fn partial_of(&self, call: Node<'a>) -> Option<Node<'a>> {
+        let func = self.callee_through_binding(call)?;
         (func.kind_id() == self.k.call && self.is_partial(func)).then_some(func)
     }
 
     /// The `operator.methodcaller(…)` call whose result `call` calls: its callee, or the value
     /// of the name its callee is bound to.
     pub(super) fn methodcaller_of(&self, call: Node<'a>) -> Option<Node<'a>> {
-        let mut func = function_of(call)?;
-        if func.kind_id() == self.k.identifier
-            && let Some(Binding::Value(v)) = self.binding(&ident(func, self.src))
-        {
-            func = v;
+        if !self.facts.may_use_methodcaller(self.src) {
+            return None;
         }
+        let func = self.callee_through_binding(call)?;
         if func.kind_id() != self.k.call {
             return None;
         }
