@@ -1,9 +1,9 @@
-//! Word splitting: an unquoted `$cmd` as a command's name whose value is a whole command line is
-//! split as the shell splits it (on blanks, and on the separators a constant `IFS=…` adds), so
-//! the line can be checked as Bash code. The same holds for an alias (its value is put in front of
-//! the arguments), for a function that runs its arguments (`run() { "$@"; }; run rm -rf /`) and
-//! for arrays expanded into a command (`cmd=(rm -rf); "${cmd[@]}" "${dirs[@]}"`) and for the words
-//! `xargs` reads from an `echo` (`echo ~/.ssh | xargs rm -rf`).
+//! Word splitting: an unquoted `$cmd` (or `$(…)`) as a command's name whose value is a whole
+//! command line is split as the shell splits it (on blanks, and on the separators a constant
+//! `IFS=…` adds), so the line can be checked as Bash code. The same holds for an alias (its value
+//! is put in front of the arguments), for a function that runs its arguments (`run() { "$@"; };
+//! run rm -rf /`) and for arrays expanded into a command (`cmd=(rm -rf); "${cmd[@]}"
+//! "${dirs[@]}"`) and for the words `xargs` reads from an `echo` (`echo ~/.ssh | xargs rm -rf`).
 
 use tree_sitter::Node;
 
@@ -19,7 +19,11 @@ use crate::rules::grammar::{children_in_field, text};
 pub(super) fn split_command_line<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
     let name = command.child_by_field_id(sem.k.f_name)?;
     let word = name.named_child(0)?;
-    if !matches!(word.kind(), "simple_expansion" | "expansion") {
+    // (`$(printf '\162\155 …')` and backquotes too: their output is split the same way)
+    if !matches!(
+        word.kind(),
+        "simple_expansion" | "expansion" | "command_substitution"
+    ) {
         return None;
     }
     let (value, origin) = match sem.fold(word) {
@@ -169,7 +173,12 @@ pub(super) fn word_splitting<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option
         return None;
     }
     let args = children_in_field(command, sem.k.f_argument);
-    let bare = |n: &Node<'_>| matches!(n.kind(), "simple_expansion" | "expansion");
+    let bare = |n: &Node<'_>| {
+        matches!(
+            n.kind(),
+            "simple_expansion" | "expansion" | "command_substitution"
+        )
+    };
     if !args.iter().any(bare) {
         return None;
     }
