@@ -272,7 +272,7 @@ impl Interpreters {
                     )
                     .collect();
                 names.extend(
-                    ["eval", "su"]
+                    ["eval", "trap", "su"]
                         .iter()
                         .chain(awk::AWKS)
                         .map(|n| n.to_string()),

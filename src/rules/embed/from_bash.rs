@@ -1,6 +1,6 @@
-//! Inline programs a Bash command starts: `eval`, `bash -c CODE`, code glued to its flag, shell
-//! runners (`su -c`, `watch`), awk's commands, and programs read from a heredoc, a here-string or
-//! the previous pipeline stage.
+//! Inline programs a Bash command starts: `eval`, a `trap` handler, `bash -c CODE`, code glued to
+//! its flag, shell runners (`su -c`, `watch`), awk's commands, and programs read from a heredoc, a
+//! here-string or the previous pipeline stage.
 
 use tree_sitter::Node;
 
@@ -75,6 +75,12 @@ pub fn bash_embedded<'t>(sem: &BashSem<'_>, cx: &Cx<'t>, command: Node<'t>) -> V
                 verbatim_at: at,
                 origin: Origin::Local,
             });
+            continue;
+        }
+        // `trap 'curl -F f=@~/.kube/config …' EXIT`: the handler is code the shell runs later
+        // (not `trap - EXIT`, `trap '' INT` or `trap -p`, which only reset, ignore or list)
+        if inv.name == "trap" {
+            found.extend(trap_handler(sem, inv));
             continue;
         }
         if awk::AWKS.contains(&inv.name.as_str()) {
@@ -567,6 +573,28 @@ fn piped_program<'t>(
         origin: Origin::Local,
         code: Some(code),
         anchor,
+    })
+}
+
+/// The handler a `trap HANDLER SIGNAL…` sets, as Bash code.
+fn trap_handler<'t>(sem: &BashSem<'_>, inv: &Invocation<'t>) -> Option<Embedded<'t>> {
+    let [handler, _signal, ..] = inv.args[..] else {
+        return None;
+    };
+    // (a handler only known at run time, `trap "rm -rf $work" EXIT` after `work=$(mktemp -d)`,
+    // is the script's own clean-up: it is not refused as dynamic code)
+    let code = sem.fold(handler)?;
+    if code.trim().is_empty() || code.starts_with('-') {
+        return None;
+    }
+    let at = verbatim(sem.src, handler, &code);
+    Some(Embedded {
+        interpreter: "trap".into(),
+        language: Some(Language::Bash),
+        code: Some(code),
+        anchor: handler,
+        verbatim_at: at,
+        origin: Origin::Local,
     })
 }
 
