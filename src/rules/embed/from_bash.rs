@@ -584,7 +584,12 @@ fn trap_handler<'t>(sem: &BashSem<'_>, inv: &Invocation<'t>) -> Option<Embedded<
     // (a handler only known at run time, `trap "rm -rf $work" EXIT` after `work=$(mktemp -d)`,
     // is the script's own clean-up: it is not refused as dynamic code)
     let code = sem.fold(handler)?;
-    if code.trim().is_empty() || code.starts_with('-') {
+    // (`trap cleanup EXIT`: one word names a function, whose body the script's check covers)
+    let one_word = code
+        .trim()
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':'));
+    if one_word || code.starts_with('-') {
         return None;
     }
     let at = verbatim(sem.src, handler, &code);
