@@ -12,6 +12,15 @@ use crate::domain::script::Language;
 use crate::rules::bash::BashSem;
 use crate::rules::grammar::{children_in_field, text};
 
+/// Whether a word is an unquoted expansion the shell splits into words: `$x`, `${x}`, and
+/// `$(…)` or backquotes (`$(printf '\162\155 …')` runs the words it prints).
+fn splits_into_words(word: Node<'_>) -> bool {
+    matches!(
+        word.kind(),
+        "simple_expansion" | "expansion" | "command_substitution"
+    )
+}
+
 /// `$cmd` as a command's name, where `cmd` holds a whole command line (`cmd="rm -rf /home"`, or
 /// words joined by the separator a constant `IFS=,` names): the shell splits the value into a
 /// program and its arguments, so the line (with the command's own arguments after it) is checked
@@ -19,11 +28,7 @@ use crate::rules::grammar::{children_in_field, text};
 pub(super) fn split_command_line<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
     let name = command.child_by_field_id(sem.k.f_name)?;
     let word = name.named_child(0)?;
-    // (`$(printf '\162\155 …')` and backquotes too: their output is split the same way)
-    if !matches!(
-        word.kind(),
-        "simple_expansion" | "expansion" | "command_substitution"
-    ) {
+    if !splits_into_words(word) {
         return None;
     }
     let (value, origin) = match sem.fold(word) {
@@ -173,12 +178,7 @@ pub(super) fn word_splitting<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option
         return None;
     }
     let args = children_in_field(command, sem.k.f_argument);
-    let bare = |n: &Node<'_>| {
-        matches!(
-            n.kind(),
-            "simple_expansion" | "expansion" | "command_substitution"
-        )
-    };
+    let bare = |n: &Node<'_>| splits_into_words(*n);
     if !args.iter().any(bare) {
         return None;
     }
