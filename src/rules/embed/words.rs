@@ -214,14 +214,51 @@ pub(super) fn word_splitting<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option
 
 /// A command that expands arrays the script assigned once (`cmd=(rm -rf --); "${cmd[@]}" "${t[@]}"`):
 /// the command with each `"${a[@]}"` replaced by the words the array was assigned, checked as
-/// Bash code. Each word keeps its own quoting, as the expansion keeps the words apart.
+/// Bash code. Each word keeps its own quoting, as the expansion keeps the words apart. The
+/// command's other words that fold to constants are replaced by their values (`a=$(printf
+/// '\x72\x6d'); $a -rf -- "${targets[@]}"`), as the check does not see the script's variables.
 pub(super) fn array_expansion<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option<Embedded<'t>> {
     let line = &sem.src[command.byte_range()];
     if !line.contains("[@]}") && !line.contains("[*]}") {
         return None;
     }
-    let mut code = String::with_capacity(line.len());
-    let mut rest = line;
+    let name = command.child_by_field_id(sem.k.f_name)?;
+    let args = children_in_field(command, sem.k.f_argument);
+    let mut expanded = false;
+    let mut words: Vec<String> = Vec::with_capacity(args.len() + 1);
+    for word in std::iter::once(name).chain(args) {
+        let t = text(word, sem.src);
+        if !t.contains('$') {
+            words.push(t.to_string());
+        } else if t.contains("[@]}") || t.contains("[*]}") {
+            let (code, any) = expand_arrays(sem, t);
+            expanded |= any;
+            words.push(code);
+        } else {
+            match sem.fold(word) {
+                Some(v) if splits_into_words(word) => {
+                    words.extend(v.split_whitespace().map(|w| super::shell_word(w, true)));
+                }
+                Some(v) => words.push(super::shell_word(&v, true)),
+                None => words.push(t.to_string()),
+            }
+        }
+    }
+    expanded.then(|| Embedded {
+        interpreter: super::ARRAY_EXPANSION.into(),
+        language: Some(Language::Bash),
+        code: Some(words.join(" ")),
+        anchor: command,
+        verbatim_at: None,
+        origin: Origin::Rewritten,
+    })
+}
+
+/// A word with each `${a[@]}` of an array the script assigned once replaced by the array's words,
+/// and whether there was one.
+fn expand_arrays(sem: &BashSem<'_>, word: &str) -> (String, bool) {
+    let mut code = String::with_capacity(word.len());
+    let mut rest = word;
     let mut expanded = false;
     while let Some(start) = rest.find("${") {
         let (before, from) = rest.split_at(start);
@@ -253,14 +290,7 @@ pub(super) fn array_expansion<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Optio
         }
     }
     code.push_str(rest);
-    expanded.then(|| Embedded {
-        interpreter: super::ARRAY_EXPANSION.into(),
-        language: Some(Language::Bash),
-        code: Some(code),
-        anchor: command,
-        verbatim_at: None,
-        origin: Origin::Rewritten,
-    })
+    (code, expanded)
 }
 
 /// `echo "$HOME/.ssh /srv" | xargs rm -rf`: xargs appends the words it reads to its command, so
