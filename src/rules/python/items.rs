@@ -122,10 +122,42 @@ impl<'a> PySem<'a> {
     }
 
     /// Every constant value the expression can have, when that is known: a constant, or an
-    /// element of a constant container it indexes (`FORMATS[fmt]`).
+    /// element of a constant container it indexes (`FORMATS[fmt]`, `ALLOWED.get(name)`), through
+    /// a name bound once to such an expression.
     pub fn possible_values(&self, node: Node<'_>) -> Option<Vec<String>> {
+        self.possible_values_at(node, 0)
+    }
+
+    fn possible_values_at(&self, node: Node<'_>, depth: u8) -> Option<Vec<String>> {
         if let Some(v) = self.fold(node) {
             return Some(vec![v]);
+        }
+        if depth >= MAX_VALUE_DEPTH {
+            return None;
+        }
+        // `module_path = ALLOWED.get(name)`: the values of what the name was bound to
+        if node.kind_id() == self.k.identifier
+            && let Some(Binding::Value(value)) = self.binding_of(node)
+            && value.kind_id() != self.k.identifier
+        {
+            return self.possible_values_at(value, depth + 1);
+        }
+        // `ALLOWED.get(name)`, `ALLOWED.get(name, "default")` of a constant dict: one of its
+        // values, or the default
+        if node.kind_id() == self.k.call
+            && let Some((table, method)) = method_call(self.k, node)
+            && text(method, self.src) == "get"
+            && table.kind_id() == self.k.identifier
+            && let Some(Some(values)) = self.facts.containers.get(&ident(table, self.src))
+        {
+            let mut out = values.clone();
+            let args = self.positional(node);
+            match args.get(1) {
+                Some(default) => out.extend(self.possible_values_at(*default, depth + 1)?),
+                None if args.len() != 1 => return None,
+                None => {}
+            }
+            return Some(out);
         }
         // `for p in ["/etc", "/usr"]`: the loop variable takes each constant item.
         if node.kind_id() == self.k.identifier
@@ -141,7 +173,7 @@ impl<'a> PySem<'a> {
         if node.kind_id() == self.k.conditional_expression {
             let mut out = Vec::new();
             for branch in [node.named_child(0), node.named_child(2)] {
-                out.extend(self.possible_values(branch?)?);
+                out.extend(self.possible_values_at(branch?, depth + 1)?);
             }
             return Some(out);
         }
@@ -237,6 +269,8 @@ pub type ForwardedArgv<'a> = (Node<'a>, Vec<(Node<'a>, Option<String>)>);
 
 /// Calls of one function followed, at most: each gives its own command line.
 const MAX_CALLS: usize = 32;
+/// How many names and branches [`PySem::possible_values`] follows.
+const MAX_VALUE_DEPTH: u8 = 4;
 
 impl<'a> PySem<'a> {
     /// `def git(*args): subprocess.run(["git", *args])` and then `git("push", "--force")`: the argv
