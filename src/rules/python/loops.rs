@@ -191,6 +191,13 @@ impl<'a> PySem<'a> {
     pub(super) fn item_prefixes(&self, iterable: Node<'a>, at: Option<u8>, d: u8) -> Vec<String> {
         let k = self.k;
         let kind = iterable.kind_id();
+        // `(glob.glob(p) + [...])`, written over lines
+        if kind == k.parenthesized_expression && d < MAX_FLOW_DEPTH {
+            return iterable
+                .named_child(0)
+                .map(|inner| self.item_prefixes(inner, at, d + 1))
+                .unwrap_or_default();
+        }
         if kind == k.list || kind == k.tuple || kind == k.set {
             // `for path, value in [("/proc/sys/…", "0"), …]`: the element at the target's place
             return children(iterable)
