@@ -186,21 +186,7 @@ pub(super) fn word_splitting<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Option
     let mut split = false;
     let mut words: Vec<String> = Vec::with_capacity(args.len() + 1);
     for arg in std::iter::once(name).chain(args) {
-        let t = text(arg, sem.src);
-        if !t.contains('$') {
-            words.push(t.to_string());
-            continue;
-        }
-        match sem.fold(arg) {
-            Some(v) if bare(&arg) => {
-                let mut parts = v.split_whitespace().peekable();
-                parts.peek()?;
-                split |= v.split_whitespace().nth(1).is_some();
-                words.extend(parts.map(|w| super::shell_word(w, true)));
-            }
-            Some(v) => words.push(super::shell_word(&v, true)),
-            None => words.push(t.to_string()),
-        }
+        split |= push_word(sem, arg, &mut words)?;
     }
     split.then(|| Embedded {
         interpreter: super::WORD_SPLITTING.into(),
@@ -228,20 +214,13 @@ pub(super) fn array_expansion<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Optio
     let mut words: Vec<String> = Vec::with_capacity(args.len() + 1);
     for word in std::iter::once(name).chain(args) {
         let t = text(word, sem.src);
-        if !t.contains('$') {
-            words.push(t.to_string());
-        } else if t.contains("[@]}") || t.contains("[*]}") {
+        if t.contains("[@]}") || t.contains("[*]}") {
             let (code, any) = expand_arrays(sem, t);
             expanded |= any;
             words.push(code);
         } else {
-            match sem.fold(word) {
-                Some(v) if splits_into_words(word) => {
-                    words.extend(v.split_whitespace().map(|w| super::shell_word(w, true)));
-                }
-                Some(v) => words.push(super::shell_word(&v, true)),
-                None => words.push(t.to_string()),
-            }
+            // (an unquoted expansion of an empty value is no word at all)
+            let _ = push_word(sem, word, &mut words);
         }
     }
     expanded.then(|| Embedded {
@@ -252,6 +231,35 @@ pub(super) fn array_expansion<'t>(sem: &BashSem<'_>, command: Node<'t>) -> Optio
         verbatim_at: None,
         origin: Origin::Rewritten,
     })
+}
+
+/// A command's word as the shell passes it on, pushed to `words`: its value where it folds to a
+/// constant (an unquoted expansion split into its words, each quoted as needed), else its text.
+/// Whether it split into more than one word; `None`, pushing nothing, for an unquoted expansion
+/// whose value is empty.
+fn push_word(sem: &BashSem<'_>, word: Node<'_>, words: &mut Vec<String>) -> Option<bool> {
+    let t = text(word, sem.src);
+    if !t.contains('$') {
+        words.push(t.to_string());
+        return Some(false);
+    }
+    match sem.fold(word) {
+        Some(v) if splits_into_words(word) => {
+            let mut parts = v.split_whitespace().peekable();
+            parts.peek()?;
+            let many = v.split_whitespace().nth(1).is_some();
+            words.extend(parts.map(|w| super::shell_word(w, true)));
+            Some(many)
+        }
+        Some(v) => {
+            words.push(super::shell_word(&v, true));
+            Some(false)
+        }
+        None => {
+            words.push(t.to_string());
+            Some(false)
+        }
+    }
 }
 
 /// A word with each `${a[@]}` of an array the script assigned once replaced by the array's words,
