@@ -6,7 +6,8 @@ use tree_sitter::Node;
 use super::super::codec::{apply_codec, decode_base32, decode_base64, decode_escapes, decode_hex};
 use super::function_of;
 use super::ops::{
-    dirname, join_paths, parent_path, parse_int, percent_format, py_slice, resolve_dots, str_format,
+    dirname, join_paths, parent_path, parse_int, percent_format, py_repr, py_slice, resolve_dots,
+    str_format,
 };
 use super::*;
 
@@ -181,7 +182,15 @@ impl<'a> PySem<'a> {
                     continue;
                 }
                 let expr = part.child_by_field_id(k.f_expression)?;
-                out.push_str(&self.fold_at(expr, d)?);
+                let value = self.fold_at(expr, d)?;
+                // `{x!r}` (and `!a`) interpolates the value's repr: a string is quoted
+                match part
+                    .child_by_field_name("type_conversion")
+                    .map(|c| text(c, self.src))
+                {
+                    Some("!r" | "!a") => out.push_str(&py_repr(&value)),
+                    _ => out.push_str(&value),
+                }
             } else if kind == k.escape_interpolation {
                 out.push_str(&text(part, self.src)[..1]);
             }

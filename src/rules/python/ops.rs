@@ -183,6 +183,41 @@ pub(crate) fn str_format(
     Some(out)
 }
 
+/// Python's `repr` of a folded value: a string quoted as CPython quotes it (single quotes unless
+/// the text holds one and no double quote); a number, which folds to its digits, as it is.
+pub(super) fn py_repr(value: &str) -> String {
+    let numeric = !value.is_empty()
+        && value
+            .trim_start_matches('-')
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.');
+    if numeric {
+        return value.to_string();
+    }
+    let quote = if value.contains('\'') && !value.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push(quote);
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,5 +277,13 @@ mod tests {
             percent_format("%s%s", &["ev".into(), "al".into()]).as_deref(),
             Some("eval")
         );
+    }
+
+    #[test]
+    fn repr_quotes_strings_as_python_does() {
+        assert_eq!(py_repr("ab"), "'ab'");
+        assert_eq!(py_repr("it's"), "\"it's\"");
+        assert_eq!(py_repr("a'\"b\\\n"), "'a\\'\"b\\\\\\n'");
+        assert_eq!(py_repr("42"), "42");
     }
 }
