@@ -339,11 +339,8 @@ impl<'a> PySem<'a> {
                 | "pathlib.Path.expanduser" => self.fold_at(arg0?, d).map(resolve_dots),
                 "os.path.dirname" | "posixpath.dirname" => Some(dirname(&self.fold_at(arg0?, d)?)),
                 "pathlib.Path.home" | "pathlib.PosixPath.home" => Some("~".into()),
-                "os.path.join" | "posixpath.join" => {
-                    let parts: Option<Vec<String>> =
-                        args.iter().map(|a| self.fold_at(*a, d)).collect();
-                    Some(join_paths(&parts?))
-                }
+                // (`os.path.join(*parts)` of a constant list: its items)
+                "os.path.join" | "posixpath.join" => Some(join_paths(&self.fold_args(&args, d)?)),
                 "os.getenv" | "os.environ.get"
                     if arg0.and_then(|a| self.fold_at(a, d)).as_deref() == Some("HOME") =>
                 {
