@@ -22,7 +22,18 @@ pub(super) fn written_script<'t>(
 ) -> Option<Embedded<'t>> {
     let k = sem.k;
     let name = command.child_by_field_id(k.f_name)?;
-    let name_text = text(name, sem.src);
+    let mut name_text = text(name, sem.src);
+    // (`sudo tee /usr/local/bin/tool <<EOF`: the program sudo runs writes the file)
+    let behind_sudo;
+    if matches!(name_text, "sudo" | "doas") {
+        behind_sudo = cx
+            .bash_invocations(sem, command)
+            .0
+            .iter()
+            .find(|i| matches!(i.name.as_str(), "tee" | "cat"))
+            .map(|i| i.name.clone())?;
+        name_text = behind_sudo.as_str();
+    }
     if matches!(name_text, "sed" | "gsed" | "/bin/sed" | "/usr/bin/sed") {
         return planted::sed_inserted(sem, command);
     }
@@ -59,7 +70,8 @@ pub(super) fn written_script<'t>(
                 origin: Origin::Local,
             });
         }
-        let language = shebang.or_else(|| destination_language(sem, statement, command))?;
+        let language =
+            shebang.or_else(|| destination_language(sem, statement, command, name_text))?;
         Some(Embedded {
             interpreter: if name_text == "read" {
                 "the script read into a variable".to_string()
@@ -102,16 +114,14 @@ fn destination_language(
     sem: &BashSem<'_>,
     statement: Node<'_>,
     command: Node<'_>,
+    name: &str,
 ) -> Option<Language> {
     let k = sem.k;
     let mut targets: Vec<Node<'_>> = children(statement)
         .filter(|c| c.kind() == "file_redirect")
         .filter_map(|r| r.child_by_field_name("destination"))
         .collect();
-    if command
-        .child_by_field_id(k.f_name)
-        .is_some_and(|n| text(n, sem.src).ends_with("tee"))
-    {
+    if name.ends_with("tee") {
         targets.extend(
             children_in_field(command, k.f_argument)
                 .into_iter()

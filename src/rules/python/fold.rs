@@ -431,11 +431,19 @@ impl<'a> PySem<'a> {
         {
             return Some("~".into());
         }
-        let value: Vec<char> = self
-            .fold_at(node.child_by_field_id(k.f_value)?, d)?
-            .chars()
-            .collect();
         let index = node.child_by_field_id(k.f_subscript)?;
+        // an item of a constant list or tuple (`parts = ["", "~", "srv"]` … `parts[1]`)
+        let sequence = node.child_by_field_id(k.f_value)?;
+        if index.kind_id() != k.slice
+            && matches!(sequence.kind(), "identifier" | "list" | "tuple")
+            && let Some(items) = self.list_items(sequence)
+        {
+            let len = i64::try_from(items.len()).ok()?;
+            let i = self.fold_int(index)?;
+            let i = if i < 0 { len + i } else { i };
+            return items.into_iter().nth(usize::try_from(i).ok()?)?.1;
+        }
+        let value: Vec<char> = self.fold_at(sequence, d)?.chars().collect();
         let len = i64::try_from(value.len()).ok()?;
         if index.kind_id() != k.slice {
             let i = self.fold_int(index)?;

@@ -218,7 +218,8 @@ impl<'a> PySem<'a> {
     }
 
     /// Values a parameter is known to take at some of its function's call sites (`compact(p)` for
-    /// each globbed `p`, then `compact(extra)` for each of a constant tuple): the ones known, for
+    /// each globbed `p`, then `compact(extra)` for each of a constant tuple, or its default where a
+    /// call leaves it out): the ones known, for
     /// rules asking whether a value *may* match; not a proof that the parameter is constant.
     pub fn parameter_values(&self, node: Node<'a>) -> Vec<String> {
         if node.kind_id() != self.k.identifier {
@@ -235,6 +236,11 @@ impl<'a> PySem<'a> {
                 Binding::Value(value) => self.possible_values(value),
                 _ => None,
             })
+            .chain(
+                self.facts
+                    .parameter_default(self.k, &name, self.src)
+                    .and_then(|d| self.possible_values(d)),
+            )
             .flatten()
             .collect()
     }

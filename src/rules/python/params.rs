@@ -72,6 +72,47 @@ impl<'t> PyFacts<'t> {
             .collect()
     }
 
+    /// A parameter's default (`def purge(root="/")`), when a call of its plain function leaves
+    /// the argument out (fewer positional arguments, no keyword of its name, no splat): the value
+    /// the parameter then takes.
+    pub(super) fn parameter_default(&self, k: &PyKinds, name: &str, src: &str) -> Option<Node<'t>> {
+        let Some(Some((function, at))) = self.params.get(name).copied() else {
+            return None;
+        };
+        if enclosing_class(k, function).is_some() {
+            return None;
+        }
+        let parameters = function.child_by_field_id(k.f_parameters)?;
+        let mut cursor = parameters.walk();
+        let param = parameters
+            .named_children(&mut cursor)
+            .nth(usize::from(at))?;
+        if !matches!(
+            param.kind(),
+            "default_parameter" | "typed_default_parameter"
+        ) {
+            return None;
+        }
+        let default = param.child_by_field_id(k.f_value)?;
+        let own = function_name(function, src)?;
+        let omitted = self.calls.iter().any(|call| {
+            if super::function_of(*call).is_none_or(|f| &src[f.byte_range()] != own) {
+                return false;
+            }
+            let args = arguments(k, *call);
+            let keyword = |a: &Node<'_>| a.kind() == "keyword_argument";
+            let positional = args.iter().filter(|a| !keyword(a)).count();
+            positional <= usize::from(at)
+                && !args.iter().any(|a| {
+                    matches!(a.kind(), "list_splat" | "dictionary_splat")
+                        || (keyword(a)
+                            && a.child_by_field_id(k.f_name)
+                                .is_some_and(|n| &src[n.byte_range()] == name))
+                })
+        });
+        omitted.then_some(default)
+    }
+
     /// The call sites giving a parameter a value: the call's index in `calls`, the argument's
     /// position, and whether the parameter takes each item of that argument (`map`/`filter`).
     fn parameter_sites(&self, k: &PyKinds, name: &str, src: &str) -> Vec<ParameterSite> {
