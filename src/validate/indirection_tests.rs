@@ -156,3 +156,29 @@ fn a_method_caller_is_checked_as_the_call_it_makes() {
     let sort = "import operator\nwords = [\"b\", \"a\"]\noperator.methodcaller(\"sort\", reverse=True)(words)\nprint(words)\n";
     assert_eq!(blocking(sort), Vec::<String>::new());
 }
+
+#[test]
+fn list_items_and_defaults_fold_and_self_reference_ends() {
+    // an item of a constant list, and a default a call leaves in place
+    let caught = [
+        "import os, shutil\nparts = [\"\", \"~\", \"srv\"]\nfor e in os.scandir(os.path.expanduser(parts[1])):\n    shutil.rmtree(e.path)\n",
+        "import os\ndef purge(root=\"/\"):\n    for d, _, fs in os.walk(root):\n        for f in fs:\n            os.remove(os.path.join(d, f))\npurge()\n",
+    ];
+    for src in caught {
+        assert!(
+            blocking(src).iter().any(|r| r == "python-walk-root-delete"),
+            "{src}"
+        );
+    }
+    // a default the only call replaces is not a value the parameter takes
+    let passed = "import os\ndef purge(root=\"/\"):\n    for d, _, fs in os.walk(root):\n        for f in fs:\n            os.remove(os.path.join(d, f))\npurge(\"/tmp/build-cache\")\n";
+    assert!(blocking(passed).is_empty(), "{:?}", blocking(passed));
+    // names bound to lists that hold themselves fold to nothing, and end
+    for src in [
+        "import os\na = [a[0]]\nos.system(a[0])\n",
+        "import os\na = [\"x\"]\nb = [a[0], b[0]]\nos.system(\"echo \" + b[1])\n",
+        "import os\ndef f(p=p):\n    os.system(p)\nf()\n",
+    ] {
+        let _ = blocking(src);
+    }
+}

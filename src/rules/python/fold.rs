@@ -419,6 +419,24 @@ impl<'a> PySem<'a> {
             .collect()
     }
 
+    /// The list or tuple literal `node` is, or a name is bound to once (four names deep at most).
+    fn constant_sequence<'n>(&self, node: Node<'n>) -> Option<Node<'n>>
+    where
+        'a: 'n,
+    {
+        let mut node = node;
+        for _ in 0..4 {
+            if node.kind_id() != self.k.identifier {
+                break;
+            }
+            match self.binding_of(node) {
+                Some(Binding::Value(value)) => node = value,
+                _ => return None,
+            }
+        }
+        (node.kind_id() == self.k.list || node.kind_id() == self.k.tuple).then_some(node)
+    }
+
     pub(super) fn fold_subscript(&self, node: Node<'_>, d: u8) -> Option<String> {
         let k = self.k;
         if let Some(value) = node.child_by_field_id(k.f_value)
@@ -435,13 +453,18 @@ impl<'a> PySem<'a> {
         // an item of a constant list or tuple (`parts = ["", "~", "srv"]` … `parts[1]`)
         let sequence = node.child_by_field_id(k.f_value)?;
         if index.kind_id() != k.slice
-            && matches!(sequence.kind(), "identifier" | "list" | "tuple")
-            && let Some(items) = self.list_items(sequence)
+            && let Some(list) = self.constant_sequence(sequence)
         {
+            let mut cursor = list.walk();
+            let items: Vec<Node<'_>> = list
+                .named_children(&mut cursor)
+                .filter(|n| n.kind() != "comment")
+                .collect();
             let len = i64::try_from(items.len()).ok()?;
             let i = self.fold_int(index)?;
             let i = if i < 0 { len + i } else { i };
-            return items.into_iter().nth(usize::try_from(i).ok()?)?.1;
+            // (folded one level deeper: `a = [a[0]]` must not recurse without end)
+            return self.fold_at(*items.get(usize::try_from(i).ok()?)?, d);
         }
         let value: Vec<char> = self.fold_at(sequence, d)?.chars().collect();
         let len = i64::try_from(value.len()).ok()?;
